@@ -1,0 +1,1 @@
+"""The broker core: addresses, queues, routing, journal, acceptors, security."""

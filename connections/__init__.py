@@ -1,0 +1,1 @@
+"""Outbound AMQP broker connections (sender, receiver, peer) and the failover client."""

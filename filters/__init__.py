@@ -1,0 +1,1 @@
+"""Address filters: mirror prefix filters and address-match wildcards."""

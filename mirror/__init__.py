@@ -1,0 +1,1 @@
+"""Artemis-compatible mirroring: source (events -> store-and-forward queue) and target."""

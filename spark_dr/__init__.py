@@ -1,0 +1,1 @@
+"""Offline DR reconciliation of two data centres' journals on Spark."""
