@@ -1,0 +1,151 @@
+"""`<acceptors>`: AMQP listeners. We speak only AMQP, so other protocols are warned about."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from broker_core.config.model import Acceptor, TlsSettings
+from broker_core.config.uri import parse_acceptor_uri
+from broker_core.config.values import BadValue, parse_bool, parse_int, parse_size
+from broker_core.config.xmlread import Element, Reader, local_name
+
+
+def _positive(text: str) -> int:
+    return parse_int(text, minimum=1)
+
+
+def _size(text: str) -> int:
+    return parse_size(text, allow_unlimited=False)
+
+
+def _protocols(text: str) -> tuple[str, ...]:
+    return tuple(item.strip().upper() for item in text.split(",") if item.strip())
+
+
+def _text(text: str) -> str:
+    return text
+
+
+def _amqp_threshold(text: str) -> int:
+    return parse_int(text, minimum=-1)
+
+
+# URI parameter -> (Acceptor field, converter). Keys are Artemis's spelling.
+_PARAMS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "protocols": ("protocols", _protocols),
+    "amqpCredits": ("amqp_credits", _positive),
+    "amqpLowCredits": ("amqp_low_credits", lambda t: parse_int(t, minimum=0)),
+    "amqpIdleTimeout": ("amqp_idle_timeout", lambda t: parse_int(t, minimum=0)),
+    "amqpMinLargeMessageSize": ("amqp_min_large_message_size", _amqp_threshold),
+    "amqpDuplicateDetection": ("amqp_duplicate_detection", parse_bool),
+    "maxFrameSize": ("max_frame_size", lambda t: parse_int(t, minimum=512)),
+    "tcpSendBufferSize": ("tcp_send_buffer_size", _size),
+    "tcpReceiveBufferSize": ("tcp_receive_buffer_size", _size),
+    "useEpoll": ("use_epoll", parse_bool),
+    "supportAdvisory": ("support_advisory", parse_bool),
+    "suppressInternalManagementObjects": ("suppress_internal_management_objects", parse_bool),
+    "anycastPrefix": ("anycast_prefix", _text),
+    "multicastPrefix": ("multicast_prefix", _text),
+    "connectionsAllowed": ("connections_allowed", lambda t: parse_int(t, minimum=-1)),
+}
+_TLS_PARAMS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "sslEnabled": ("enabled", parse_bool),
+    "keyStorePath": ("key_store_path", _text),
+    "keyStorePassword": ("key_store_password", _text),
+    "keyStoreType": ("key_store_type", _text),
+    "trustStorePath": ("trust_store_path", _text),
+    "trustStorePassword": ("trust_store_password", _text),
+    "trustStoreType": ("trust_store_type", _text),
+    "needClientAuth": ("need_client_auth", parse_bool),
+    "sslCertPath": ("cert_path", _text),
+    "sslKeyPath": ("key_path", _text),
+    "sslCaPath": ("ca_path", _text),
+}
+
+
+def parse_acceptors(reader: Reader, section: Element) -> tuple[Acceptor, ...]:
+    reader.check_attributes(section, set())
+    acceptors: dict[str, Acceptor] = {}
+    for element in reader.children(section):
+        if local_name(element) != "acceptor":
+            reader.ignore(element)
+            continue
+        acceptor = _parse_acceptor(reader, element)
+        if acceptor is None:
+            continue
+        if acceptor.name in acceptors:
+            reader.error(element, f"duplicate acceptor name {acceptor.name!r}", "a unique name", "name")
+        else:
+            acceptors[acceptor.name] = acceptor
+    return tuple(acceptors.values())
+
+
+def _parse_acceptor(reader: Reader, element: Element) -> Acceptor | None:
+    reader.check_attributes(element, {"name"})
+    reader.check_no_children(element)
+    name = reader.attr(element, "name", required=True)
+    uri = reader.text(element)
+    if not uri:
+        if uri is not None:
+            reader.error(element, "empty acceptor URI", "tcp://host:port?key=value;key=value")
+        return None
+    parsed = reader.convert(element, uri, parse_acceptor_uri)
+    if parsed is None or name is None:
+        return None
+    fields, tls, other = _convert_params(reader, element, parsed.params)
+    acceptor = Acceptor(
+        name=name,
+        uri=uri,
+        host=parsed.host,
+        port=parsed.port,
+        tls=TlsSettings(**tls),
+        other_params=other,
+        **fields,
+    )
+    return acceptor if _speaks_amqp(reader, element, acceptor) else None
+
+
+def _convert_params(
+    reader: Reader, element: Element, params: dict[str, str]
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
+    fields: dict[str, Any] = {}
+    tls: dict[str, Any] = {}
+    other: dict[str, str] = {}
+    for key, raw in params.items():
+        target, table = (tls, _TLS_PARAMS) if key in _TLS_PARAMS else (fields, _PARAMS)
+        if key not in table:
+            reader.warning(element, f"unknown acceptor URI parameter {key!r}; ignored")
+            other[key] = raw
+            continue
+        field, convert = table[key]
+        try:
+            target[field] = convert(raw)
+        except BadValue as exc:
+            reader.error(element, f"URI parameter {key}: {exc.message}", exc.expected)
+    _check_credits(reader, element, fields)
+    return fields, tls, other
+
+
+def _check_credits(reader: Reader, element: Element, fields: dict[str, Any]) -> None:
+    credits, low = fields.get("amqp_credits", 1000), fields.get("amqp_low_credits", 300)
+    if low >= credits:
+        reader.error(
+            element,
+            f"amqpLowCredits {low} is not below amqpCredits {credits}",
+            "amqpLowCredits < amqpCredits",
+        )
+        fields.pop("amqp_low_credits", None)
+        fields.pop("amqp_credits", None)
+
+
+def _speaks_amqp(reader: Reader, element: Element, acceptor: Acceptor) -> bool:
+    others = [protocol for protocol in acceptor.protocols if protocol != "AMQP"]
+    if "AMQP" not in acceptor.protocols:
+        reader.warning(
+            element, f"protocols {','.join(acceptor.protocols)} not supported; acceptor skipped", "AMQP"
+        )
+        return False
+    if others:
+        reader.warning(element, f"protocols {','.join(others)} not supported; only AMQP is served here")
+    return True

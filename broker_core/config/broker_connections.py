@@ -1,0 +1,155 @@
+"""`<broker-connections>`: outbound AMQP connections and their mirror / sender / receiver / peer links."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from broker_core.config.model import AmqpConnection, Endpoint, LinkKind, LinkSettings, MirrorSettings
+from broker_core.config.uri import parse_connection_uri
+from broker_core.config.values import BadValue, parse_bool, parse_int
+from broker_core.config.xmlread import Element, Reader, local_name
+
+_CONNECTION_ATTRIBUTES = {
+    "uri",
+    "name",
+    "user",
+    "password",
+    "retry-interval",
+    "reconnect-attempts",
+    "auto-start",
+}
+_MIRROR_FLAGS = ("message-acknowledgements", "queue-creation", "queue-removal", "durable", "sync")
+# In Artemis's address-filter, a space is part of the prefix: "eu, !eu.uk" allows prefix " !eu.uk".
+_FILTER_SPACE = re.compile(r"\s,|,\s|!\s|^\s|\s$")
+
+
+def _retry_interval(text: str) -> int:
+    return parse_int(text, minimum=1)
+
+
+def _reconnect_attempts(text: str) -> int:
+    value = parse_int(text, minimum=-1)
+    if value == 0:
+        raise BadValue("reconnect-attempts 0", "-1 (forever) or a positive integer")
+    return value
+
+
+def parse_broker_connections(reader: Reader, section: Element) -> tuple[AmqpConnection, ...]:
+    reader.check_attributes(section, set())
+    connections: dict[str, AmqpConnection] = {}
+    for element in reader.children(section):
+        if local_name(element) != "amqp-connection":
+            reader.ignore(element)
+            continue
+        connection = _parse_connection(reader, element)
+        if connection is None:
+            continue
+        if connection.name in connections:
+            reader.error(element, f"duplicate broker connection {connection.name!r}", "a unique name", "name")
+        else:
+            connections[connection.name] = connection
+    return tuple(connections.values())
+
+
+def _parse_connection(reader: Reader, element: Element) -> AmqpConnection | None:
+    reader.check_attributes(element, _CONNECTION_ATTRIBUTES)
+    name = reader.attr(element, "name", required=True)
+    uri = reader.attr(element, "uri", required=True)
+    endpoints = reader.convert(element, uri, parse_connection_uri, "uri")
+    values: dict[str, Any] = {
+        "user": reader.attr(element, "user"),
+        "password": reader.attr(element, "password"),
+        "retry_interval": reader.convert(
+            element, reader.attr(element, "retry-interval"), _retry_interval, "retry-interval"
+        ),
+        "reconnect_attempts": reader.convert(
+            element, reader.attr(element, "reconnect-attempts"), _reconnect_attempts, "reconnect-attempts"
+        ),
+        "auto_start": reader.convert(element, reader.attr(element, "auto-start"), parse_bool, "auto-start"),
+    }
+    mirrors, links, properties = _parse_children(reader, element)
+    if name is None or uri is None or endpoints is None:
+        return None
+    return AmqpConnection(
+        name=name,
+        uri=uri,
+        endpoints=tuple(Endpoint(host=e.host, port=e.port, params=e.params) for e in endpoints),
+        mirrors=tuple(mirrors),
+        links=tuple(links),
+        properties=properties,
+        **{key: value for key, value in values.items() if value is not None},
+    )
+
+
+def _parse_children(
+    reader: Reader, element: Element
+) -> tuple[list[MirrorSettings], list[LinkSettings], dict[str, str]]:
+    mirrors: list[MirrorSettings] = []
+    links: list[LinkSettings] = []
+    properties: dict[str, str] = {}
+    for child in reader.children(element):
+        kind = local_name(child)
+        if kind == "mirror":
+            mirrors.append(_parse_mirror(reader, child))
+        elif kind in ("sender", "receiver", "peer"):
+            link = _parse_link(reader, child, LinkKind(kind))
+            if link is not None:
+                links.append(link)
+        elif kind == "property":
+            properties.update(_parse_property(reader, child))
+        else:
+            reader.ignore(child)
+    if len(mirrors) > 1:
+        reader.warning(element, f"{len(mirrors)} <mirror> elements on one connection", "at most one mirror")
+    return mirrors, links, properties
+
+
+def _parse_mirror(reader: Reader, element: Element) -> MirrorSettings:
+    reader.check_attributes(element, {*_MIRROR_FLAGS, "address-filter"})
+    values: dict[str, Any] = {}
+    for flag in _MIRROR_FLAGS:
+        value = reader.convert(element, reader.attr(element, flag), parse_bool, flag)
+        if value is not None:
+            values[flag.replace("-", "_")] = value
+    address_filter = reader.attr(element, "address-filter")
+    if address_filter is not None:
+        _check_filter_spacing(reader, element, address_filter)
+        values["address_filter"] = address_filter
+    properties: dict[str, str] = {}
+    for child in reader.children(element):
+        if local_name(child) == "property":
+            properties.update(_parse_property(reader, child))
+        else:
+            reader.ignore(child)
+    return MirrorSettings(properties=properties, **values)
+
+
+def _check_filter_spacing(reader: Reader, element: Element, address_filter: str) -> None:
+    if _FILTER_SPACE.search(address_filter):
+        reader.warning(
+            element,
+            f"whitespace next to ',' or '!' in {address_filter!r} is part of the prefix, as in Artemis",
+            "no spaces, e.g. 'eu,!eu.uk'",
+            "address-filter",
+        )
+
+
+def _parse_link(reader: Reader, element: Element, kind: LinkKind) -> LinkSettings | None:
+    reader.check_attributes(element, {"address-match", "queue-name"})
+    reader.check_no_children(element)
+    address_match = reader.attr(element, "address-match")
+    queue_name = reader.attr(element, "queue-name")
+    if not address_match and not queue_name:
+        reader.error(
+            element, "missing address-match or queue-name", 'an address-match="..." or queue-name="..."'
+        )
+        return None
+    return LinkSettings(kind=kind, address_match=address_match or None, queue_name=queue_name or None)
+
+
+def _parse_property(reader: Reader, element: Element) -> dict[str, str]:
+    reader.check_attributes(element, {"key", "value"})
+    key = reader.attr(element, "key", required=True)
+    value = reader.attr(element, "value", required=True)
+    return {key: value} if key is not None and value is not None else {}

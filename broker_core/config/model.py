@@ -1,0 +1,399 @@
+"""Validated, immutable configuration models (what `load_config` returns).
+
+Defaults are Artemis's unless a field's comment says otherwise. Fields that Artemis has but this
+broker does not act on yet are still stored, so nothing in a loaded file is silently dropped.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from broker_core.config.matching import best_first, matches
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class RoutingType(StrEnum):
+    ANYCAST = "ANYCAST"
+    MULTICAST = "MULTICAST"
+
+
+class JournalType(StrEnum):
+    ASYNCIO = "ASYNCIO"
+    NIO = "NIO"
+    MAPPED = "MAPPED"
+
+
+class CriticalAnalyzerPolicy(StrEnum):
+    HALT = "HALT"
+    SHUTDOWN = "SHUTDOWN"
+    LOG = "LOG"
+
+
+class AddressFullPolicy(StrEnum):
+    PAGE = "PAGE"
+    BLOCK = "BLOCK"
+    DROP = "DROP"
+    FAIL = "FAIL"
+
+
+class PageFullPolicy(StrEnum):
+    DROP = "DROP"
+    FAIL = "FAIL"
+
+
+class SlowConsumerPolicy(StrEnum):
+    KILL = "KILL"
+    NOTIFY = "NOTIFY"
+
+
+class SlowConsumerUnit(StrEnum):
+    MESSAGES_PER_SECOND = "MESSAGES_PER_SECOND"
+    MESSAGES_PER_MINUTE = "MESSAGES_PER_MINUTE"
+    MESSAGES_PER_HOUR = "MESSAGES_PER_HOUR"
+    MESSAGES_PER_DAY = "MESSAGES_PER_DAY"
+
+
+class DeletionPolicy(StrEnum):
+    OFF = "OFF"
+    FORCE = "FORCE"
+
+
+class Permission(StrEnum):
+    CREATE_ADDRESS = "createAddress"
+    DELETE_ADDRESS = "deleteAddress"
+    CREATE_DURABLE_QUEUE = "createDurableQueue"
+    DELETE_DURABLE_QUEUE = "deleteDurableQueue"
+    CREATE_NON_DURABLE_QUEUE = "createNonDurableQueue"
+    DELETE_NON_DURABLE_QUEUE = "deleteNonDurableQueue"
+    SEND = "send"
+    CONSUME = "consume"
+    MANAGE = "manage"
+    BROWSE = "browse"
+    VIEW = "view"
+    EDIT = "edit"
+
+
+class LinkKind(StrEnum):
+    SENDER = "sender"
+    RECEIVER = "receiver"
+    PEER = "peer"
+
+
+# ---------------------------------------------------------------- acceptors and URIs
+
+
+class TlsSettings(Frozen):
+    enabled: bool = False
+    key_store_path: str | None = None
+    key_store_password: str | None = None
+    key_store_type: str | None = None
+    trust_store_path: str | None = None
+    trust_store_password: str | None = None
+    trust_store_type: str | None = None
+    need_client_auth: bool = False
+    # Our extension for Python's ssl module, which reads PEM files rather than Java key stores.
+    cert_path: str | None = None
+    key_path: str | None = None
+    ca_path: str | None = None
+
+
+class Acceptor(Frozen):
+    name: str
+    uri: str
+    host: str
+    port: int
+    protocols: tuple[str, ...] = ("AMQP",)
+    tls: TlsSettings = TlsSettings()
+    amqp_credits: int = 1000
+    amqp_low_credits: int = 300
+    amqp_idle_timeout: int = 60000  # ms; Artemis derives it from the 60 s connection TTL
+    amqp_min_large_message_size: int = 102400
+    amqp_duplicate_detection: bool = True
+    max_frame_size: int = 131072  # our AMQP default; Artemis's is larger
+    tcp_send_buffer_size: int | None = None
+    tcp_receive_buffer_size: int | None = None
+    use_epoll: bool = True
+    support_advisory: bool = True
+    suppress_internal_management_objects: bool = False
+    anycast_prefix: str | None = None
+    multicast_prefix: str | None = None
+    connections_allowed: int = -1  # -1: unlimited
+    other_params: dict[str, str] = {}  # unknown URI parameters, kept (each also produced a warning)
+
+
+class Endpoint(Frozen):
+    host: str
+    port: int
+    params: dict[str, str] = {}
+
+
+# ---------------------------------------------------------------- addresses and queues
+
+
+class QueueConfig(Frozen):
+    name: str
+    address: str
+    routing_type: RoutingType
+    durable: bool = True
+    filter: str | None = None
+    user: str | None = None
+    max_consumers: int = -1
+    purge_on_no_consumers: bool = False
+    exclusive: bool = False
+    group_rebalance: bool = False
+    group_rebalance_pause_dispatch: bool = False
+    group_buckets: int = -1
+    group_first_key: str | None = None
+    last_value: bool = False
+    last_value_key: str | None = None
+    non_destructive: bool = False
+    consumers_before_dispatch: int = 0
+    delay_before_dispatch: int = -1
+    ring_size: int = -1
+    enabled: bool = True
+
+
+class AddressConfig(Frozen):
+    name: str
+    routing_types: frozenset[RoutingType]
+    queues: tuple[QueueConfig, ...] = ()
+
+
+# ---------------------------------------------------------------- address settings
+
+
+class AddressSettings(Frozen):
+    """One `<address-setting>`'s values; element names are the field names with ``-`` for ``_``.
+
+    `model_fields_set` tells which fields the file set; `BrokerConfig.address_settings_for` merges
+    entries field by field, most specific match first.
+    """
+
+    dead_letter_address: str | None = None
+    auto_create_dead_letter_resources: bool = False
+    dead_letter_queue_prefix: str = "DLQ."
+    dead_letter_queue_suffix: str = ""
+    expiry_address: str | None = None
+    auto_create_expiry_resources: bool = False
+    expiry_queue_prefix: str = "EXP."
+    expiry_queue_suffix: str = ""
+    no_expiry: bool = False
+    expiry_delay: int = -1
+    min_expiry_delay: int = -1
+    max_expiry_delay: int = -1
+    redelivery_delay: int = 0
+    redelivery_delay_multiplier: float = 1.0
+    redelivery_collision_avoidance_factor: float = 0.0
+    max_redelivery_delay: int | None = None  # Artemis: 10 x redelivery-delay when unset
+    max_delivery_attempts: int = 10
+    max_size_bytes: int = -1
+    max_size_messages: int = -1
+    max_size_bytes_reject_threshold: int = -1
+    page_size_bytes: int = 10485760
+    page_limit_bytes: int = -1
+    page_limit_messages: int = -1
+    page_full_policy: PageFullPolicy | None = None
+    page_max_cache_size: int = 5
+    max_read_page_messages: int = -1
+    max_read_page_bytes: int = 20971520
+    prefetch_page_messages: int = -1
+    prefetch_page_bytes: int = -1
+    address_full_policy: AddressFullPolicy = AddressFullPolicy.PAGE
+    message_counter_history_day_limit: int = 0
+    last_value_queue: bool = False
+    default_last_value_queue: bool = False
+    default_last_value_key: str | None = None
+    default_non_destructive: bool = False
+    default_exclusive_queue: bool = False
+    default_group_rebalance: bool = False
+    default_group_rebalance_pause_dispatch: bool = False
+    default_group_buckets: int = -1
+    default_group_first_key: str | None = None
+    default_consumers_before_dispatch: int = 0
+    default_delay_before_dispatch: int = -1
+    redistribution_delay: int = -1
+    send_to_dla_on_no_route: bool = False
+    slow_consumer_threshold: int = -1
+    slow_consumer_threshold_measurement_unit: SlowConsumerUnit = SlowConsumerUnit.MESSAGES_PER_SECOND
+    slow_consumer_policy: SlowConsumerPolicy = SlowConsumerPolicy.NOTIFY
+    slow_consumer_check_period: int = 5
+    auto_create_queues: bool = True
+    auto_delete_queues: bool = True
+    auto_delete_created_queues: bool = False
+    auto_delete_queues_delay: int = 0
+    auto_delete_queues_message_count: int = 0
+    auto_delete_queues_skip_usage_check: bool = False
+    config_delete_queues: DeletionPolicy = DeletionPolicy.OFF
+    auto_create_addresses: bool = True
+    auto_delete_addresses: bool = True
+    auto_delete_addresses_delay: int = 0
+    auto_delete_addresses_skip_usage_check: bool = False
+    config_delete_addresses: DeletionPolicy = DeletionPolicy.OFF
+    config_delete_diverts: DeletionPolicy = DeletionPolicy.OFF
+    management_browse_page_size: int = 200
+    management_message_attribute_size_limit: int = 256
+    default_purge_on_no_consumers: bool = False
+    default_max_consumers: int = -1
+    default_queue_routing_type: RoutingType = RoutingType.MULTICAST
+    default_address_routing_type: RoutingType = RoutingType.MULTICAST
+    default_consumer_window_size: int = -1
+    default_ring_size: int = -1
+    retroactive_message_count: int = 0
+    enable_metrics: bool = True
+    enable_ingress_timestamp: bool = False
+    id_cache_size: int | None = None  # falls back to the broker-wide <id-cache-size>
+    initial_queue_buffer_size: int = 8192
+
+
+# Elements holding byte sizes (accept 10M etc.); every other int field takes a plain integer.
+ADDRESS_SETTING_SIZES = frozenset(
+    {
+        "max_size_bytes",
+        "page_size_bytes",
+        "page_limit_bytes",
+        "max_read_page_bytes",
+        "prefetch_page_bytes",
+        "max_size_bytes_reject_threshold",
+    }
+)
+
+
+class AddressSettingEntry(Frozen):
+    match: str
+    settings: AddressSettings
+
+
+# ---------------------------------------------------------------- security
+
+
+class SecuritySetting(Frozen):
+    match: str
+    permissions: dict[Permission, frozenset[str]]  # permission -> roles granted it
+
+
+class User(Frozen):
+    name: str
+    password: str
+
+
+# ---------------------------------------------------------------- broker connections
+
+
+class MirrorSettings(Frozen):
+    message_acknowledgements: bool = True
+    queue_creation: bool = True
+    queue_removal: bool = True
+    address_filter: str | None = None
+    durable: bool = True
+    sync: bool = False
+    properties: dict[str, str] = {}
+
+
+class LinkSettings(Frozen):
+    kind: LinkKind
+    address_match: str | None = None
+    queue_name: str | None = None
+
+
+class AmqpConnection(Frozen):
+    name: str
+    uri: str
+    endpoints: tuple[Endpoint, ...]  # the primary first, then the alternates written after '#'
+    user: str | None = None
+    password: str | None = None
+    retry_interval: int = 5000
+    reconnect_attempts: int = -1  # -1: retry forever
+    auto_start: bool = True
+    mirrors: tuple[MirrorSettings, ...] = ()
+    links: tuple[LinkSettings, ...] = ()
+    properties: dict[str, str] = {}
+
+
+# ---------------------------------------------------------------- the broker
+
+
+class BrokerConfig(Frozen):
+    """The whole broker.xml. Scalar element `<x-y>` is field `x_y`; directories are absolute."""
+
+    source: Path | None = None
+    base_dir: Path
+    name: str = "localhost"
+    persistence_enabled: bool = True
+    security_enabled: bool = True
+    management_address: str = "activemq.management"
+    management_notification_address: str = "activemq.notifications"
+    id_cache_size: int = 20000
+    persist_id_cache: bool = True
+    journal_directory: Path
+    bindings_directory: Path
+    paging_directory: Path
+    large_messages_directory: Path
+    journal_type: JournalType = JournalType.ASYNCIO
+    journal_datasync: bool = True
+    journal_sync_durable: bool = True  # ours: fsync before a durable send is Accepted
+    journal_sync_transactional: bool = True
+    journal_sync_non_transactional: bool = True
+    journal_file_size: int = 10485760
+    journal_min_files: int = 2
+    journal_pool_files: int = -1
+    journal_buffer_timeout: int | None = None  # ns; Artemis picks by journal type when unset
+    journal_buffer_size: int = 501760
+    journal_max_io: int | None = None
+    journal_device_block_size: int = 4096
+    journal_compact_percentage: int = 30
+    journal_compact_min_files: int = 10
+    create_journal_dir: bool = True
+    create_bindings_dir: bool = True
+    purge_page_folders: bool = False
+    page_sync_timeout: int | None = None
+    max_redelivery_records: int = 10
+    max_disk_usage: int = 90
+    min_disk_free: int = -1
+    disk_scan_period: int = 5000
+    global_max_size: int = -1  # -1: Artemis uses half the JVM heap; we treat it as unlimited
+    global_max_messages: int = -1
+    critical_analyzer: bool = True
+    critical_analyzer_timeout: int = 120000
+    critical_analyzer_check_period: int = 0
+    critical_analyzer_policy: CriticalAnalyzerPolicy = CriticalAnalyzerPolicy.LOG
+    wild_card_routing_enabled: bool = True
+    graceful_shutdown_enabled: bool = False
+    graceful_shutdown_timeout: int = -1
+    transaction_timeout: int = 300000
+    transaction_timeout_scan_period: int = 1000
+    message_expiry_scan_period: int = 30000
+    address_queue_scan_period: int = 30000
+    connection_ttl_override: int = -1
+    configuration_file_refresh_period: int = 5000
+    acceptors: tuple[Acceptor, ...] = ()
+    addresses: tuple[AddressConfig, ...] = ()
+    address_settings: tuple[AddressSettingEntry, ...] = ()
+    security_settings: tuple[SecuritySetting, ...] = ()
+    broker_connections: tuple[AmqpConnection, ...] = ()
+    users: tuple[User, ...] = ()
+    roles: dict[str, frozenset[str]] = {}  # role -> user names
+
+    def address_settings_for(self, address: str) -> AddressSettings:
+        """Merge every matching `<address-setting>`: per field, the most specific entry that sets it wins."""
+        entries = {entry.match: entry.settings for entry in self.address_settings}
+        merged: dict[str, Any] = {}
+        for match in reversed(best_first([m for m in entries if matches(m, address)])):
+            settings = entries[match]
+            merged.update({name: getattr(settings, name) for name in settings.model_fields_set})
+        return AddressSettings.model_validate(merged)
+
+    def security_setting_for(self, address: str) -> SecuritySetting | None:
+        """Artemis does not merge security settings: the most specific match applies whole."""
+        by_match = {setting.match: setting for setting in self.security_settings}
+        ranked = best_first([m for m in by_match if matches(m, address)])
+        return by_match[ranked[0]] if ranked else None
+
+    def roles_of(self, user: str) -> frozenset[str]:
+        return frozenset(role for role, users in self.roles.items() if user in users)

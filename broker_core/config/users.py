@@ -1,0 +1,123 @@
+"""Artemis's JAAS properties files: ``artemis-users.properties`` and ``artemis-roles.properties``.
+
+The syntax is the basic java.util.Properties one: ``key = value`` or ``key: value`` (or a space),
+``#`` and ``!`` comment lines, a trailing backslash continues a line, backslash escapes ``\\ ``,
+``\\=``, ``\\:``, ``\\t``, ``\\n`` and ``\\uXXXX``. Passwords written as ``ENC(...)`` are hashed or
+masked by Artemis tools; we cannot check them yet, so they are reported as errors.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker_core.config.errors import ProblemLog
+from broker_core.config.model import User
+from broker_core.config.values import split_list
+
+USERS_FILE = "artemis-users.properties"
+ROLES_FILE = "artemis-roles.properties"
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+_ESCAPE = re.compile(r"\\(u[0-9A-Fa-f]{4}|.)")
+
+
+@dataclass(frozen=True)
+class Property:
+    line: int
+    key: str
+    value: str
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    """Join continuation lines; each result keeps the number of its first physical line."""
+    result: list[tuple[int, str]] = []
+    pending: tuple[int, str] | None = None
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.lstrip() if pending else raw.strip()
+        if pending is None and (not line or line[0] in "#!"):
+            continue
+        start, sofar = pending or (number, "")
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:
+            pending = (start, sofar + line[:-1])
+        else:
+            pending = None
+            result.append((start, sofar + line))
+    if pending:
+        result.append(pending)
+    return result
+
+
+def _unescape(text: str) -> str:
+    def replace(match: re.Match[str]) -> str:
+        code = match.group(1)
+        if len(code) == 5:
+            return chr(int(code[1:], 16))
+        return _ESCAPES.get(code, code)
+
+    return _ESCAPE.sub(replace, text)
+
+
+def _split_key(line: str) -> tuple[str, str]:
+    index = 0
+    while index < len(line):
+        char = line[index]
+        if char == "\\":
+            index += 2
+            continue
+        if char in "=: \t":
+            break
+        index += 1
+    key, rest = line[:index], line[index:].lstrip(" \t")
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip(" \t")
+    return key, rest
+
+
+def parse_properties(text: str) -> list[Property]:
+    properties = []
+    for line_number, line in _logical_lines(text):
+        key, value = _split_key(line)
+        properties.append(Property(line_number, _unescape(key), _unescape(value).strip()))
+    return properties
+
+
+def _read(path: Path, log: ProblemLog) -> list[Property] | None:
+    try:
+        return parse_properties(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        log.error(None, "", f"cannot read {path.name}: {exc.strerror}", "a readable properties file")
+    except UnicodeDecodeError:
+        log.error(None, "", "file is not valid UTF-8", "a UTF-8 (or ASCII) properties file")
+    return None
+
+
+def load_users(path: Path, log: ProblemLog) -> tuple[User, ...]:
+    users: dict[str, User] = {}
+    for prop in _read(path, log) or []:
+        if prop.key in users:
+            # java.util.Properties keeps the last value; say so, since it is usually a mistake.
+            log.warning(
+                prop.line, prop.key, f"duplicate user {prop.key!r}; this later entry wins", "each user once"
+            )
+        if prop.value.startswith("ENC(") and prop.value.endswith(")"):
+            log.error(
+                prop.line,
+                prop.key,
+                "hashed/encoded passwords (ENC(...)) are not supported yet",
+                "a plain password",
+            )
+        else:
+            users[prop.key] = User(name=prop.key, password=prop.value)
+    return tuple(users.values())
+
+
+def load_roles(path: Path, log: ProblemLog, known_users: set[str]) -> dict[str, frozenset[str]]:
+    roles: dict[str, frozenset[str]] = {}
+    for prop in _read(path, log) or []:
+        members = frozenset(split_list(prop.value))
+        for unknown in sorted(members - known_users):
+            log.warning(prop.line, prop.key, f"user {unknown!r} is not in {USERS_FILE}", "a defined user")
+        roles[prop.key] = roles.get(prop.key, frozenset()) | members
+    return roles
