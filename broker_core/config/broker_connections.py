@@ -9,6 +9,7 @@ from broker_core.config.model import AmqpConnection, Endpoint, LinkKind, LinkSet
 from broker_core.config.uri import parse_connection_uri
 from broker_core.config.values import BadValue, parse_bool, parse_int
 from broker_core.config.xmlread import Element, Reader, local_name
+from filters.address_filter import AddressFilter
 
 _CONNECTION_ATTRIBUTES = {
     "uri",
@@ -20,8 +21,10 @@ _CONNECTION_ATTRIBUTES = {
     "auto-start",
 }
 _MIRROR_FLAGS = ("message-acknowledgements", "queue-creation", "queue-removal", "durable", "sync")
-# In Artemis's address-filter, a space is part of the prefix: "eu, !eu.uk" allows prefix " !eu.uk".
-_FILTER_SPACE = re.compile(r"\s,|,\s|!\s|^\s|\s$")
+# In Artemis's address-filter a space is part of the prefix: "eu, !eu.uk" allows the prefix " !eu.uk",
+# and "! eu.uk" denies " eu.uk".
+_SPACE_AFTER_BANG = re.compile(r"!\s")
+_FILTER_EXPECTED = "no spaces around ',' or after '!', e.g. 'eu,!eu.uk'"
 
 
 def _retry_interval(text: str) -> int:
@@ -126,13 +129,11 @@ def _parse_mirror(reader: Reader, element: Element) -> MirrorSettings:
 
 
 def _check_filter_spacing(reader: Reader, element: Element, address_filter: str) -> None:
-    if _FILTER_SPACE.search(address_filter):
-        reader.warning(
-            element,
-            f"whitespace next to ',' or '!' in {address_filter!r} is part of the prefix, as in Artemis",
-            "no spaces, e.g. 'eu,!eu.uk'",
-            "address-filter",
-        )
+    findings = AddressFilter.parse(address_filter).suspicious()
+    if _SPACE_AFTER_BANG.search(address_filter) and not findings:
+        findings.append(f"whitespace after '!' in {address_filter!r} is part of the denied prefix")
+    for finding in findings:
+        reader.warning(element, finding, _FILTER_EXPECTED, "address-filter")
 
 
 def _parse_link(reader: Reader, element: Element, kind: LinkKind) -> LinkSettings | None:

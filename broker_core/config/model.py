@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from broker_core.config.matching import best_first, matches
+from filters.wildcard import best_matches
 
 
 class Frozen(BaseModel):
@@ -381,10 +381,13 @@ class BrokerConfig(Frozen):
     roles: dict[str, frozenset[str]] = {}  # role -> user names
 
     def address_settings_for(self, address: str) -> AddressSettings:
-        """Merge every matching `<address-setting>`: per field, the most specific entry that sets it wins."""
+        """Merge every matching `<address-setting>`: per field, the most specific entry that sets it wins.
+
+        Precedence is Artemis's (see `filters.wildcard`): literal > ``*`` > ``#``, longer ``#`` first.
+        """
         entries = {entry.match: entry.settings for entry in self.address_settings}
         merged: dict[str, Any] = {}
-        for match in reversed(best_first([m for m in entries if matches(m, address)])):
+        for match in best_matches(entries, address):  # least specific first, so later ones override
             settings = entries[match]
             merged.update({name: getattr(settings, name) for name in settings.model_fields_set})
         return AddressSettings.model_validate(merged)
@@ -392,8 +395,8 @@ class BrokerConfig(Frozen):
     def security_setting_for(self, address: str) -> SecuritySetting | None:
         """Artemis does not merge security settings: the most specific match applies whole."""
         by_match = {setting.match: setting for setting in self.security_settings}
-        ranked = best_first([m for m in by_match if matches(m, address)])
-        return by_match[ranked[0]] if ranked else None
+        ranked = best_matches(by_match, address)
+        return by_match[ranked[-1]] if ranked else None
 
     def roles_of(self, user: str) -> frozenset[str]:
         return frozenset(role for role, users in self.roles.items() if user in users)

@@ -14,14 +14,23 @@ from broker_core.config.model import (
 from broker_core.config.values import BadValue, parse_enum, split_list
 from broker_core.config.xmlread import Element, Reader, converter_for, local_name
 
-_NON_NEGATIVE = frozenset(
-    {
-        "redelivery_delay",
-        "message_counter_history_day_limit",
-        "page_max_cache_size",
-        "initial_queue_buffer_size",
-    }
-)
+_MINIMUMS = {
+    "redelivery_delay": 0,
+    "message_counter_history_day_limit": 0,
+    "page_max_cache_size": 0,
+    "initial_queue_buffer_size": 1,
+    "page_size_bytes": 1,  # a page must hold something; -1 (unlimited) makes no sense here
+    "max_delivery_attempts": -1,
+}
+
+
+def _match(text: str) -> str:
+    # Artemis (Match.verify) refuses a '#' anywhere but at the very end.
+    if "#" in text and text.index("#") < len(text) - 1:
+        raise BadValue(
+            f"'#' before the end of match {text!r}", "'#' only as the last character, e.g. 'news.#'"
+        )
+    return text
 
 
 def parse_address_settings(reader: Reader, section: Element) -> tuple[AddressSettingEntry, ...]:
@@ -32,7 +41,7 @@ def parse_address_settings(reader: Reader, section: Element) -> tuple[AddressSet
             reader.ignore(element)
             continue
         reader.check_attributes(element, {"match"})
-        match = reader.attr(element, "match", required=True)
+        match = reader.convert(element, reader.attr(element, "match", required=True), _match, "match")
         settings = _parse_address_setting(reader, element)
         if match is None:
             continue
@@ -58,10 +67,7 @@ def _parse_address_setting(reader: Reader, element: Element) -> AddressSettings:
 
 def _converter(field: str) -> Any:
     annotation = AddressSettings.model_fields[field].annotation
-    if field == "max_delivery_attempts":
-        return converter_for(annotation, minimum=-1)
-    minimum = 0 if field in _NON_NEGATIVE else None
-    return converter_for(annotation, size=field in ADDRESS_SETTING_SIZES, minimum=minimum)
+    return converter_for(annotation, size=field in ADDRESS_SETTING_SIZES, minimum=_MINIMUMS.get(field))
 
 
 def parse_security_settings(reader: Reader, section: Element) -> tuple[SecuritySetting, ...]:
@@ -72,7 +78,7 @@ def parse_security_settings(reader: Reader, section: Element) -> tuple[SecurityS
             reader.ignore(element)
             continue
         reader.check_attributes(element, {"match"})
-        match = reader.attr(element, "match", required=True)
+        match = reader.convert(element, reader.attr(element, "match", required=True), _match, "match")
         permissions = _parse_permissions(reader, element)
         if match is None:
             continue

@@ -1,0 +1,145 @@
+"""Whole-file loading: the stock Artemis file, layouts, directories, unimplemented elements, strict mode."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, WriteConfig
+
+from broker_core.config import BrokerConfig, ConfigError, load_config
+from broker_core.config.check import check_config_main
+from broker_core.config.model import AddressFullPolicy, JournalType, RoutingType
+
+
+def _copy_stock(tmp_path: Path) -> Path:
+    shutil.copytree(FIXTURES / "stock", tmp_path / "instance")
+    return tmp_path / "instance" / "etc" / "broker.xml"
+
+
+def test_stock_artemis_file_loads_with_warnings_only(tmp_path: Path) -> None:
+    cfg, warnings = load_config(_copy_stock(tmp_path))
+    assert cfg.name == "0.0.0.0"
+    assert cfg.journal_type is JournalType.ASYNCIO
+    assert cfg.journal_file_size == 10 * 1024 * 1024
+    assert cfg.journal_pool_files == 10
+    assert cfg.journal_buffer_timeout == 836000
+    assert cfg.global_max_messages == -1
+    assert [a.name for a in cfg.acceptors] == ["artemis", "amqp"]
+    assert [a.port for a in cfg.acceptors] == [61616, 5672]
+    assert {a.name for a in cfg.addresses} == {"DLQ", "ExpiryQueue"}
+    assert cfg.addresses[0].routing_types == {RoutingType.ANYCAST}
+    assert cfg.users[0].name == "admin" and cfg.roles == {"amq": frozenset({"admin"})}
+    skipped = sorted(w.element_path for w in warnings if "acceptor skipped" in w.message)
+    assert skipped == [
+        "core/acceptors/acceptor[@name=hornetq]",
+        "core/acceptors/acceptor[@name=mqtt]",
+        "core/acceptors/acceptor[@name=stomp]",
+    ]
+    assert all(w.severity == "warning" for w in warnings)
+    assert len(warnings) == 4  # the three skipped acceptors and the mixed-protocol one
+
+
+def test_stock_directories_resolve_against_the_instance_dir(tmp_path: Path) -> None:
+    cfg, _ = load_config(_copy_stock(tmp_path))
+    instance = tmp_path / "instance"
+    assert cfg.journal_directory == instance / "data" / "journal"
+    assert cfg.bindings_directory == instance / "data" / "bindings"
+    assert cfg.paging_directory == instance / "data" / "paging"
+    assert cfg.large_messages_directory == instance / "data" / "large-messages"
+
+
+def test_stock_address_settings_merge_management_over_catch_all(tmp_path: Path) -> None:
+    cfg, _ = load_config(_copy_stock(tmp_path))
+    management = cfg.address_settings_for("activemq.management.abc")
+    assert management.max_size_bytes == -1
+    assert management.page_size_bytes == 10 * 1024 * 1024  # inherited from "#"
+    assert management.address_full_policy is AddressFullPolicy.PAGE
+    assert cfg.address_settings_for("orders").max_read_page_bytes == 20 * 1024 * 1024
+
+
+def test_minimal_config_gets_artemis_defaults(tmp_path: Path) -> None:
+    shutil.copy(FIXTURES / "minimal.xml", tmp_path / "broker.xml")
+    cfg, warnings = load_config(tmp_path / "broker.xml")
+    assert warnings == []
+    assert isinstance(cfg, BrokerConfig)
+    assert cfg.name == "dc1"
+    assert cfg.persistence_enabled is True
+    assert cfg.management_address == "activemq.management"
+    assert cfg.journal_directory == tmp_path.parent / "data" / "journal"
+    amqp = cfg.acceptors[0]
+    assert (amqp.host, amqp.port, amqp.amqp_credits, amqp.amqp_low_credits) == ("127.0.0.1", 5672, 1000, 300)
+    assert amqp.max_frame_size == 131072
+    assert cfg.address_settings_for("any").max_delivery_attempts == 10
+
+
+def test_base_dir_override_and_absolute_directories(tmp_path: Path) -> None:
+    shutil.copy(FIXTURES / "old-form.xml", tmp_path / "broker.xml")
+    cfg, _ = load_config(tmp_path / "broker.xml", base_dir=tmp_path / "elsewhere")
+    assert cfg.journal_directory == Path("/var/lib/legacy/journal")
+    assert cfg.paging_directory == tmp_path / "elsewhere" / "data" / "paging"
+
+
+def test_older_layout_with_core_namespace_on_configuration(tmp_path: Path) -> None:
+    shutil.copy(FIXTURES / "old-form.xml", tmp_path / "broker.xml")
+    cfg, warnings = load_config(tmp_path / "broker.xml")
+    assert (cfg.name, warnings) == ("legacy", [])
+
+
+def test_bare_core_root(tmp_path: Path) -> None:
+    path = tmp_path / "broker.xml"
+    path.write_text(
+        '<core xmlns="urn:activemq:core"><name>bare</name><security-enabled>false</security-enabled></core>'
+    )
+    assert load_config(path)[0].name == "bare"
+
+
+def test_every_unimplemented_element_warns_once_with_its_line(tmp_path: Path) -> None:
+    shutil.copy(FIXTURES / "unimplemented.xml", tmp_path / "broker.xml")
+    _, warnings = load_config(tmp_path / "broker.xml")
+    assert [str(w) for w in warnings] == [
+        "broker.xml:5: core/ha-policy: not implemented yet; ignored",
+        "broker.xml:8: core/cluster-connections: not implemented yet; ignored",
+        "broker.xml:11: core/diverts: not implemented yet; ignored",
+        "broker.xml:12: core/frobnicate: not implemented yet; ignored",
+    ]
+
+
+def test_strict_mode_turns_warnings_into_errors(tmp_path: Path) -> None:
+    shutil.copy(FIXTURES / "unimplemented.xml", tmp_path / "broker.xml")
+    with pytest.raises(ConfigError) as caught:
+        load_config(tmp_path / "broker.xml", strict=True)
+    assert len(caught.value.problems) == 4
+    assert {p.severity for p in caught.value.problems} == {"error"}
+    assert "broker.xml:5: core/ha-policy: not implemented yet; ignored" in str(caught.value)
+
+
+def test_unknown_attribute_warns(write_config: WriteConfig) -> None:
+    path = write_config('<security-enabled>false</security-enabled>\n<addresses colour="red"/>\n')
+    _, warnings = load_config(path)
+    assert [str(w) for w in warnings] == [
+        "broker.xml:4: core/addresses/@colour: not implemented yet; ignored"
+    ]
+
+
+def test_security_enabled_without_users_file_warns(write_config: WriteConfig) -> None:
+    _, warnings = load_config(write_config("<name>x</name>\n"))
+    assert len(warnings) == 1 and "no users file" in warnings[0].message
+
+
+def test_check_config_main_reports_and_exits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shutil.copy(FIXTURES / "unimplemented.xml", tmp_path / "broker.xml")
+    path = str(tmp_path / "broker.xml")
+    assert check_config_main(path, strict=False) == 0
+    assert "warning: broker.xml:12: core/frobnicate: not implemented yet; ignored" in capsys.readouterr().err
+    assert check_config_main(path, strict=True) == 1
+    captured = capsys.readouterr()
+    assert captured.err.count("error: ") == 4
+    assert "4 error(s), 0 warning(s)" in captured.out
+
+
+def test_check_config_main_clean_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shutil.copy(FIXTURES / "minimal.xml", tmp_path / "broker.xml")
+    assert check_config_main(str(tmp_path / "broker.xml"), strict=True) == 0
+    assert capsys.readouterr().err == ""
