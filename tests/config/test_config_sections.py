@@ -1,0 +1,294 @@
+"""Section by section: acceptors, addresses, address-settings merging, security, connections, users."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import WriteConfig
+
+from broker_core.config import ConfigError, load_config
+from broker_core.config.model import (
+    AddressFullPolicy,
+    BrokerConfig,
+    LinkKind,
+    Permission,
+    RoutingType,
+    SlowConsumerPolicy,
+)
+
+NOT_IMPLEMENTED = "not implemented yet; ignored"
+NO_SECURITY = "<security-enabled>false</security-enabled>\n"
+
+
+def _load(write_config: WriteConfig, body: str) -> tuple[BrokerConfig, list[str]]:
+    cfg, warnings = load_config(write_config(NO_SECURITY + body), environ={})
+    return cfg, [str(w) for w in warnings]
+
+
+def test_acceptor_parameters(write_config: WriteConfig) -> None:
+    cfg, warnings = _load(
+        write_config,
+        '<acceptors><acceptor name="tls">tcp://0.0.0.0:5671?protocols=AMQP;sslEnabled=true;keyStorePath=k.jks;'
+        "keyStorePassword=pw;trustStorePath=t.jks;needClientAuth=true;sslCertPath=c.pem;sslKeyPath=k.pem;"
+        "sslCaPath=ca.pem;amqpCredits=500;amqpLowCredits=100;amqpIdleTimeout=30000;amqpMinLargeMessageSize=-1;"
+        "maxFrameSize=65536;tcpSendBufferSize=1M;useEpoll=false;anycastPrefix=anycast://;"
+        "multicastPrefix=multicast://;connectionsAllowed=10;frobnicate=1</acceptor></acceptors>\n",
+    )
+    tls = cfg.acceptors[0]
+    assert (tls.tls.enabled, tls.tls.key_store_path, tls.tls.need_client_auth) == (True, "k.jks", True)
+    assert (tls.tls.cert_path, tls.tls.key_path, tls.tls.ca_path) == ("c.pem", "k.pem", "ca.pem")
+    assert (tls.amqp_credits, tls.amqp_low_credits, tls.amqp_idle_timeout) == (500, 100, 30000)
+    assert (tls.max_frame_size, tls.tcp_send_buffer_size, tls.use_epoll) == (65536, 1048576, False)
+    assert (tls.anycast_prefix, tls.multicast_prefix, tls.connections_allowed) == (
+        "anycast://",
+        "multicast://",
+        10,
+    )
+    assert tls.other_params == {"frobnicate": "1"}
+    assert warnings == [
+        "broker.xml:4: core/acceptors/acceptor[@name=tls]: "
+        "unknown acceptor URI parameter 'frobnicate'; ignored"
+    ]
+
+
+def test_addresses_and_queues(write_config: WriteConfig) -> None:
+    cfg, warnings = _load(
+        write_config,
+        """<addresses>
+  <address name="orders">
+    <anycast>
+      <queue name="orders.q" max-consumers="1" exclusive="true" last-value-key="k" ring-size="5">
+        <durable>false</durable><filter string="color = 'red'"/><user>bob</user>
+      </queue>
+    </anycast>
+    <multicast><queue name="orders.audit" purge-on-no-consumers="true" non-destructive="true"/></multicast>
+  </address>
+  <address name="empty"/>
+</addresses>
+""",
+    )
+    orders, empty = cfg.addresses
+    assert orders.routing_types == {RoutingType.ANYCAST, RoutingType.MULTICAST}
+    q, audit = orders.queues
+    assert (q.name, q.address, q.routing_type, q.durable, q.filter, q.user) == (
+        "orders.q", "orders", RoutingType.ANYCAST, False, "color = 'red'", "bob"
+    )  # fmt: skip
+    assert (q.max_consumers, q.exclusive, q.last_value_key, q.ring_size) == (1, True, "k", 5)
+    assert (audit.durable, audit.max_consumers, audit.purge_on_no_consumers, audit.non_destructive) == (
+        True, -1, True, True
+    )  # fmt: skip
+    assert (empty.routing_types, empty.queues) == (frozenset(), ())
+    assert warnings == []
+
+
+def test_address_settings_merge_most_specific_per_field(write_config: WriteConfig) -> None:
+    cfg, _ = _load(
+        write_config,
+        """<address-settings>
+  <address-setting match="#"><max-delivery-attempts>3</max-delivery-attempts>
+    <dead-letter-address>DLQ</dead-letter-address><max-size-bytes>1M</max-size-bytes></address-setting>
+  <address-setting match="orders.#"><max-delivery-attempts>5</max-delivery-attempts></address-setting>
+  <address-setting match="orders.*"><address-full-policy>BLOCK</address-full-policy>
+    <max-delivery-attempts>7</max-delivery-attempts></address-setting>
+  <address-setting match="orders.eu"><dead-letter-address>EU.DLQ</dead-letter-address>
+    <slow-consumer-policy>KILL</slow-consumer-policy></address-setting>
+</address-settings>
+""",
+    )
+    eu = cfg.address_settings_for("orders.eu")
+    assert (eu.dead_letter_address, eu.max_delivery_attempts, eu.address_full_policy) == (
+        "EU.DLQ", 7, AddressFullPolicy.BLOCK
+    )  # fmt: skip
+    assert (eu.max_size_bytes, eu.slow_consumer_policy) == (1048576, SlowConsumerPolicy.KILL)
+    deep = cfg.address_settings_for("orders.us.west")  # "orders.*" needs exactly one word
+    assert (deep.max_delivery_attempts, deep.address_full_policy) == (5, AddressFullPolicy.PAGE)
+    other = cfg.address_settings_for("billing")
+    assert (other.max_delivery_attempts, other.dead_letter_address, other.auto_create_queues) == (
+        3,
+        "DLQ",
+        True,
+    )
+
+
+def test_address_settings_defaults_with_no_entries(write_config: WriteConfig) -> None:
+    cfg, _ = _load(write_config, "")
+    defaults = cfg.address_settings_for("x")
+    assert defaults.max_delivery_attempts == 10
+    assert defaults.default_address_routing_type is RoutingType.MULTICAST
+    assert defaults.auto_delete_addresses is True
+
+
+def test_security_settings(write_config: WriteConfig) -> None:
+    cfg, _ = _load(
+        write_config,
+        """<security-settings>
+  <security-setting match="#"><permission type="send" roles="amq, guest"/>
+    <permission type="consume" roles="amq"/></security-setting>
+  <security-setting match="secret.#"><permission type="view" roles="admin"/></security-setting>
+</security-settings>
+""",
+    )
+    catch_all = cfg.security_setting_for("orders")
+    assert catch_all is not None
+    assert catch_all.permissions == {Permission.SEND: {"amq", "guest"}, Permission.CONSUME: {"amq"}}
+    secret = cfg.security_setting_for("secret.plans")
+    assert secret is not None and secret.permissions == {Permission.VIEW: {"admin"}}
+
+
+BROKER_CONNECTION = """<broker-connections>
+  <amqp-connection uri="tcp://dc2a:5672?sslEnabled=true#dc2b:5672,dc2c:5672" name="dc2" user="u" password="p"
+                   retry-interval="100" reconnect-attempts="3" auto-start="false">
+    <mirror queue-removal="false" address-filter="eu,!eu.uk" sync="true">
+      <property key="tx" value="1"/>
+    </mirror>
+    <sender address-match="orders.#"/>
+    <receiver queue-name="inbound"/>
+    <peer address-match="peer.#"/>
+    <property key="amqpCredits" value="10"/>
+  </amqp-connection>
+  <amqp-connection uri="tcp://dc3:5672" name="dc3"><mirror/></amqp-connection>
+</broker-connections>
+"""
+
+
+def test_broker_connections(write_config: WriteConfig) -> None:
+    cfg, warnings = _load(write_config, BROKER_CONNECTION)
+    assert warnings == []
+    dc2, dc3 = cfg.broker_connections
+    assert [(e.host, e.port) for e in dc2.endpoints] == [("dc2a", 5672), ("dc2b", 5672), ("dc2c", 5672)]
+    assert (dc2.user, dc2.password, dc2.retry_interval, dc2.reconnect_attempts, dc2.auto_start) == (
+        "u", "p", 100, 3, False
+    )  # fmt: skip
+    mirror = dc2.mirrors[0]
+    assert (mirror.message_acknowledgements, mirror.queue_creation, mirror.queue_removal) == (
+        True,
+        True,
+        False,
+    )
+    assert (mirror.address_filter, mirror.durable, mirror.sync, mirror.properties) == (
+        "eu,!eu.uk",
+        True,
+        True,
+        {"tx": "1"},
+    )
+    assert [(link.kind, link.address_match, link.queue_name) for link in dc2.links] == [
+        (LinkKind.SENDER, "orders.#", None),
+        (LinkKind.RECEIVER, None, "inbound"),
+        (LinkKind.PEER, "peer.#", None),
+    ]
+    assert dc2.properties == {"amqpCredits": "10"}
+    assert (dc3.retry_interval, dc3.reconnect_attempts, dc3.auto_start) == (5000, -1, True)
+    assert (dc3.mirrors[0].durable, dc3.mirrors[0].sync, dc3.mirrors[0].address_filter) == (True, False, None)
+
+
+def test_mirror_filter_whitespace_warns(write_config: WriteConfig) -> None:
+    body = '<broker-connections><amqp-connection uri="tcp://h:1" name="c">\n'
+    body += '<mirror address-filter="eu, !eu.uk"/>\n'
+    _, warnings = _load(write_config, body + "</amqp-connection></broker-connections>\n")
+    assert len(warnings) >= 1
+    where = "broker.xml:5: core/broker-connections/amqp-connection[@name=c]/mirror/@address-filter: "
+    assert all(w.startswith(where) for w in warnings)
+    assert "' !eu.uk'" in warnings[0]
+
+
+@pytest.mark.parametrize(
+    ("attributes", "expected"),
+    [
+        (
+            'uri="tcp://h:1" name="c" retry-interval="0"',
+            "@retry-interval: integer 0 out of range; expected an integer >= 1",
+        ),
+        (
+            'uri="tcp://h:1" name="c" reconnect-attempts="0"',
+            "@reconnect-attempts: reconnect-attempts 0; expected -1 (forever) or a positive integer",
+        ),
+        (
+            'uri="tcp://h:1" name="c" auto-start="maybe"',
+            "@auto-start: bad boolean 'maybe'; expected true or false",
+        ),
+        ('name="c"', '@uri: missing required attribute; expected a uri="..." attribute'),
+        ('uri="tcp://h:1#"', '@name: missing required attribute; expected a name="..." attribute'),
+        ('uri="tcp://h:1#x" name="c"', "@uri: bad host:port 'x'; expected host:port, or [ipv6]:port"),
+    ],
+)
+def test_broker_connection_errors(write_config: WriteConfig, attributes: str, expected: str) -> None:
+    path = write_config(
+        NO_SECURITY + f"<broker-connections><amqp-connection {attributes}/></broker-connections>\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    (error,) = [str(p) for p in caught.value.problems if p.severity == "error"]
+    assert error.startswith("broker.xml:4: core/broker-connections/amqp-connection")
+    assert error.endswith(expected)
+
+
+def test_link_needs_address_match_or_queue_name(write_config: WriteConfig) -> None:
+    path = write_config(
+        NO_SECURITY + '<broker-connections><amqp-connection uri="tcp://h:1" name="c"><sender/>'
+        "</amqp-connection></broker-connections>\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert [str(p) for p in caught.value.problems] == [
+        "broker.xml:4: core/broker-connections/amqp-connection[@name=c]/sender: missing address-match or "
+        'queue-name; expected an address-match="..." or queue-name="..."'
+    ]
+
+
+def test_unimplemented_connection_kinds_warn(write_config: WriteConfig) -> None:
+    body = '<broker-connections><amqp-connection uri="tcp://h:1" name="c">\n<federation/>\n<bridge/>\n'
+    _, warnings = _load(write_config, body + "</amqp-connection></broker-connections>\n")
+    assert warnings == [
+        "broker.xml:5: core/broker-connections/amqp-connection[@name=c]/federation: " + NOT_IMPLEMENTED,
+        "broker.xml:6: core/broker-connections/amqp-connection[@name=c]/bridge: " + NOT_IMPLEMENTED,
+    ]
+
+
+def _write_security(tmp_path: Path, users: str, roles: str) -> Path:
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (etc / "artemis-users.properties").write_text(users)
+    (etc / "artemis-roles.properties").write_text(roles)
+    path = etc / "broker.xml"
+    path.write_text("<configuration><core><name>s</name></core></configuration>")
+    return path
+
+
+def test_users_and_roles_next_to_broker_xml(tmp_path: Path) -> None:
+    path = _write_security(tmp_path, "admin = s3cret\nbob: pw\n", "amq = admin, bob\nview=bob\n")
+    cfg, warnings = load_config(path)
+    assert warnings == []
+    assert [(u.name, u.password) for u in cfg.users] == [("admin", "s3cret"), ("bob", "pw")]
+    assert cfg.roles_of("bob") == {"amq", "view"}
+
+
+def test_explicit_users_and_roles_paths(tmp_path: Path) -> None:
+    path = _write_security(tmp_path, "ignored = x\n", "r = ignored\n")
+    (tmp_path / "u.properties").write_text("alice = a\n")
+    (tmp_path / "r.properties").write_text("amq = alice, ghost\n")
+    cfg, warnings = load_config(
+        path, users_file=tmp_path / "u.properties", roles_file=tmp_path / "r.properties"
+    )
+    assert [u.name for u in cfg.users] == ["alice"]
+    assert [str(w) for w in warnings] == [
+        "r.properties:1: amq: user 'ghost' is not in artemis-users.properties; expected a defined user"
+    ]
+
+
+def test_hashed_passwords_are_reported(tmp_path: Path) -> None:
+    path = _write_security(tmp_path, "# users\nadmin = ENC(1024:ABCD:EF01)\n", "amq = admin\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    errors = [str(p) for p in caught.value.problems if p.severity == "error"]
+    assert errors == [
+        "artemis-users.properties:2: admin: hashed/encoded passwords (ENC(...)) are not supported yet; "
+        "expected a plain password"
+    ]
+
+
+def test_missing_explicit_users_file_is_an_error(tmp_path: Path) -> None:
+    path = _write_security(tmp_path, "a = b\n", "")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, users_file=tmp_path / "nope.properties")
+    assert str(caught.value).startswith("nope.properties: cannot read nope.properties")
