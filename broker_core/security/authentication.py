@@ -1,0 +1,102 @@
+"""Users, their passwords and roles, and the checks behind SASL PLAIN and SCRAM.
+
+Passwords never leave this object: not in ``repr``, not in log messages, not in exceptions.
+Password comparison is constant-time (digests of equal length compared with
+``hmac.compare_digest``), and an unknown user costs the same comparison as a known one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import secrets
+from collections.abc import Callable, Mapping
+
+from broker_core.security.scram import (
+    DEFAULT_ITERATIONS,
+    ScramMechanism,
+    StoredCredentials,
+    derive_credentials,
+)
+
+log = logging.getLogger(__name__)
+
+_SALT_BYTES = 16
+
+
+def _digest(password: str) -> bytes:
+    return hashlib.sha256(password.encode()).digest()
+
+
+class UserStore:
+    """The broker's users (user -> plain password) and roles (user -> role names)."""
+
+    def __init__(
+        self,
+        users: Mapping[str, str],
+        roles: Mapping[str, frozenset[str]],
+        *,
+        scram_iterations: int = DEFAULT_ITERATIONS,
+    ) -> None:
+        self._passwords = dict(users)
+        self._roles = {user: frozenset(names) for user, names in roles.items()}
+        self._scram_iterations = scram_iterations
+        self._scram_cache: dict[tuple[str, ScramMechanism], StoredCredentials] = {}
+        # Compared against when the user is unknown, so that case takes as long as a wrong password.
+        self._decoy = _digest(secrets.token_hex(16))
+
+    def __repr__(self) -> str:
+        return f"UserStore(users={sorted(self._passwords)!r})"
+
+    @property
+    def users(self) -> frozenset[str]:
+        return frozenset(self._passwords)
+
+    def has_user(self, user: str) -> bool:
+        return user in self._passwords
+
+    def roles_of(self, user: str | None) -> frozenset[str]:
+        """The user's roles; empty for an unknown or anonymous user."""
+        return self._roles.get(user, frozenset()) if user is not None else frozenset()
+
+    def check_plain(self, user: str, password: str) -> bool:
+        stored = self._passwords.get(user)
+        expected = _digest(stored) if stored is not None else self._decoy
+        valid = hmac.compare_digest(_digest(password), expected)
+        if not (valid and stored is not None):
+            log.info("authentication failed for user %r", user)
+            return False
+        return True
+
+    def check_sasl_plain(self, response: bytes) -> str | None:
+        """Check a SASL PLAIN initial response (RFC 4616); the authenticated user or None.
+
+        ``authzid`` must be empty or equal to the user: acting as someone else is not supported.
+        """
+        try:
+            authzid, user, password = response.decode("utf-8").split("\0")
+        except (UnicodeDecodeError, ValueError):
+            log.info("malformed SASL PLAIN response")
+            return None
+        if authzid not in ("", user):
+            log.info("SASL PLAIN: user %r may not act as %r", user, authzid)
+            return None
+        return user if self.check_plain(user, password) else None
+
+    def scram_credentials(self, user: str, mechanism: ScramMechanism | str) -> StoredCredentials | None:
+        """SCRAM credentials derived from the plain password, with a random salt per store."""
+        mech = ScramMechanism(mechanism)
+        password = self._passwords.get(user)
+        if password is None:
+            return None
+        key = (user, mech)
+        if key not in self._scram_cache:
+            salt = secrets.token_bytes(_SALT_BYTES)
+            self._scram_cache[key] = derive_credentials(password, salt, self._scram_iterations, mech)
+        return self._scram_cache[key]
+
+    def scram_lookup(self, mechanism: ScramMechanism | str) -> Callable[[str], StoredCredentials | None]:
+        """The ``lookup`` callable a :class:`~broker_core.security.scram.ScramServer` takes."""
+        mech = ScramMechanism(mechanism)
+        return lambda user: self.scram_credentials(user, mech)
