@@ -1,0 +1,170 @@
+"""What the broker needs to know about an encoded AMQP message, read without decoding the body.
+
+The broker stores and forwards the bytes it received. It reads the header (durable, priority, ttl,
+delivery-count) and, only when asked, the properties (`to` for anonymous senders, absolute expiry)
+and annotations (the mirror). Redelivery rewrites just the header section.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .amqp.codec import DecodeError, Described, decode_value, enc_bool, enc_list_of_encoded, enc_ubyte, enc_uint, skip_value
+
+HEADER = 0x70
+DELIVERY_ANNOTATIONS = 0x71
+MESSAGE_ANNOTATIONS = 0x72
+PROPERTIES = 0x73
+APPLICATION_PROPERTIES = 0x74
+FOOTER = 0x78
+_SYMBOLIC = {
+    "amqp:header:list": HEADER,
+    "amqp:delivery-annotations:map": DELIVERY_ANNOTATIONS,
+    "amqp:message-annotations:map": MESSAGE_ANNOTATIONS,
+    "amqp:properties:list": PROPERTIES,
+    "amqp:application-properties:map": APPLICATION_PROPERTIES,
+    "amqp:data:binary": 0x75,
+    "amqp:amqp-sequence:list": 0x76,
+    "amqp:amqp-value:*": 0x77,
+    "amqp:footer:map": FOOTER,
+}
+DEFAULT_PRIORITY = 4
+
+
+@dataclass(slots=True)
+class Header:
+    durable: bool = False
+    priority: int = DEFAULT_PRIORITY
+    ttl: int | None = None
+    first_acquirer: bool = False
+    delivery_count: int = 0
+
+    def encode(self) -> bytes:
+        fields = [
+            enc_bool(self.durable),
+            enc_ubyte(self.priority),
+            enc_uint(self.ttl) if self.ttl is not None else b"\x40",
+            enc_bool(self.first_acquirer),
+            enc_uint(self.delivery_count),
+        ]
+        return b"\x00\x53\x70" + enc_list_of_encoded(fields)
+
+
+def sections(payload: bytes) -> list[tuple[int, int, int]]:
+    """(section code, start, end) of every section, in order; raises DecodeError when malformed."""
+    out = []
+    pos, n = 0, len(payload)
+    while pos < n:
+        if payload[pos] != 0x00:
+            raise DecodeError(f"message section at offset {pos} is not a described value")
+        descriptor, vpos = decode_value(payload, pos + 1)
+        code = _SYMBOLIC.get(descriptor, -1) if isinstance(descriptor, str) else descriptor
+        end = skip_value(payload, vpos)
+        out.append((code, pos, end))
+        pos = end
+    return out
+
+
+def _section_value(payload: bytes, start: int) -> Any:
+    _, vpos = decode_value(payload, start + 1)
+    value, _ = decode_value(payload, vpos)
+    return value.value if isinstance(value, Described) else value
+
+
+class MessageView:
+    """Lazily parsed view of one encoded message."""
+
+    __slots__ = ("_props", "_sections", "header", "header_end", "header_start", "payload")
+
+    def __init__(self, payload: bytes) -> None:
+        self.payload = payload
+        self._sections: list[tuple[int, int, int]] | None = None
+        self._props: list[Any] | None = None
+        self.header = Header()
+        self.header_start = self.header_end = 0
+        # Fast path: a header, if present, is the first section and starts with 00 53 70.
+        if payload[:3] == b"\x00\x53\x70":
+            value, end = decode_value(payload, 3)
+            self.header_end = end
+            if isinstance(value, list):
+                self.header = _header_from_list(value)
+            else:
+                raise DecodeError("message header is not a list")
+        elif not payload:
+            raise DecodeError("empty message")
+        elif payload[0] != 0x00:
+            raise DecodeError("message does not start with a described section")
+
+    def all_sections(self) -> list[tuple[int, int, int]]:
+        if self._sections is None:
+            self._sections = sections(self.payload)
+        return self._sections
+
+    def properties(self) -> list[Any]:
+        if self._props is None:
+            self._props = []
+            for code, start, _ in self.all_sections():
+                if code == PROPERTIES:
+                    value = _section_value(self.payload, start)
+                    self._props = value if isinstance(value, list) else []
+                    break
+        return self._props
+
+    def section_map(self, code: int) -> dict[Any, Any]:
+        for c, start, _ in self.all_sections():
+            if c == code:
+                value = _section_value(self.payload, start)
+                return value if isinstance(value, dict) else {}
+        return {}
+
+    @property
+    def to(self) -> str | None:
+        props = self.properties()
+        value = props[2] if len(props) > 2 else None
+        return value if isinstance(value, str) else None
+
+    @property
+    def absolute_expiry_time(self) -> int:
+        props = self.properties()
+        value = props[8] if len(props) > 8 else None
+        return int(value) if isinstance(value, int) else 0
+
+    def with_header(self, header: Header) -> bytes:
+        """The message with its header section replaced (or added)."""
+        return header.encode() + self.payload[self.header_end :]
+
+    def without_delivery_annotations(self, replacement: bytes = b"") -> bytes:
+        """The message with delivery-annotations replaced (the mirror sends its own)."""
+        out, pos, placed = [], 0, False
+        for code, start, end in self.all_sections():
+            if code == DELIVERY_ANNOTATIONS:
+                out.append(self.payload[pos:start])
+                out.append(replacement)
+                placed = True
+                pos = end
+            elif not placed and code not in (HEADER,) and replacement:
+                out.append(self.payload[pos:start])
+                out.append(replacement)
+                placed = True
+                pos = start
+        out.append(self.payload[pos:])
+        if not placed and replacement:
+            out.append(replacement)
+        return b"".join(out)
+
+
+def _header_from_list(value: list[Any]) -> Header:
+    n = len(value)
+    h = Header()
+    if n > 0 and value[0] is not None:
+        h.durable = bool(value[0])
+    if n > 1 and value[1] is not None:
+        h.priority = int(value[1])
+    if n > 2 and value[2] is not None:
+        h.ttl = int(value[2])
+    if n > 3 and value[3] is not None:
+        h.first_acquirer = bool(value[3])
+    if n > 4 and value[4] is not None:
+        h.delivery_count = int(value[4])
+    return h

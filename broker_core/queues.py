@@ -1,0 +1,190 @@
+"""Messages, queues and the consumers that drain them.
+
+Invariants:
+- A `StoredMessage` is shared by every queue it was routed to; `live_refs` counts the queues that
+  still hold it, and its journal record is dead when that reaches zero.
+- A queue hands each message to one consumer at a time; a reference is either waiting in `messages`
+  or in flight to exactly one consumer, never both.
+- Redelivered references go back to the head in their original order, so per-queue order holds for
+  everything not yet delivered.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Protocol
+
+
+class StoredMessage:
+    __slots__ = (
+        "address",
+        "durable",
+        "expiry_ms",
+        "id",
+        "live_refs",
+        "origin_broker_id",
+        "origin_message_id",
+        "payload",
+        "priority",
+        "timestamp_ms",
+        "via_mirror",
+    )
+
+    def __init__(self, id: int, address: str, payload: bytes, durable: bool, expiry_ms: int,
+                 timestamp_ms: int, priority: int = 4) -> None:  # fmt: skip
+        self.id = id
+        self.address = address
+        self.payload = payload
+        self.durable = durable
+        self.expiry_ms = expiry_ms
+        self.timestamp_ms = timestamp_ms
+        self.priority = priority
+        self.live_refs = 0
+        self.origin_broker_id: str | None = None
+        self.origin_message_id: int | None = None
+        self.via_mirror = False
+
+
+class MessageRef:
+    __slots__ = ("consumer", "delivery_count", "message", "queue")
+
+    def __init__(self, message: StoredMessage, queue: Queue, delivery_count: int = 0) -> None:
+        self.message = message
+        self.queue = queue
+        self.delivery_count = delivery_count
+        self.consumer: Consumer | None = None
+
+
+class Consumer(Protocol):
+    """The protocol side of a consumer: a sender link on some connection."""
+
+    def can_take(self) -> bool: ...
+    def deliver(self, ref: MessageRef) -> None: ...
+
+
+class Queue:
+    __slots__ = (
+        "acked",
+        "added",
+        "address",
+        "auto_created",
+        "consumers",
+        "dispatching",
+        "durable",
+        "expired",
+        "filter_string",
+        "id",
+        "in_flight",
+        "internal",
+        "killed",
+        "max_consumers",
+        "messages",
+        "name",
+        "on_empty_consumers",
+        "purge_on_no_consumers",
+        "routing_type",
+        "temporary",
+        "_rr",
+    )
+
+    def __init__(self, id: int, name: str, address: str, routing_type: str, *, durable: bool = True,
+                 filter_string: str | None = None, max_consumers: int = -1, auto_created: bool = False,
+                 internal: bool = False, temporary: bool = False, purge_on_no_consumers: bool = False) -> None:  # fmt: skip
+        self.id = id
+        self.name = name
+        self.address = address
+        self.routing_type = routing_type
+        self.durable = durable
+        self.filter_string = filter_string
+        self.max_consumers = max_consumers
+        self.auto_created = auto_created
+        self.internal = internal
+        self.temporary = temporary
+        self.purge_on_no_consumers = purge_on_no_consumers
+        self.messages: deque[MessageRef] = deque()
+        self.consumers: list[Consumer] = []
+        self.in_flight = 0
+        self.added = self.acked = self.expired = self.killed = 0
+        self.dispatching = False
+        self.on_empty_consumers: Callable[[Queue], None] | None = None
+        self._rr = 0
+
+    def __repr__(self) -> str:
+        return f"<Queue {self.name!r} on {self.address!r} {self.routing_type} depth={len(self.messages)}>"
+
+    @property
+    def depth(self) -> int:
+        """Messages held: waiting plus in flight (Artemis's MessageCount)."""
+        return len(self.messages) + self.in_flight
+
+    def enqueue(self, ref: MessageRef) -> None:
+        self.messages.append(ref)
+        self.added += 1
+        if self.consumers:
+            self.dispatch()
+
+    def requeue(self, refs: list[MessageRef]) -> None:
+        """Put references back at the head, oldest first (after consumer loss or release)."""
+        for ref in sorted(refs, key=lambda r: r.message.id, reverse=True):
+            ref.consumer = None
+            self.messages.appendleft(ref)
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        self.consumers.append(consumer)
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        if consumer in self.consumers:
+            self.consumers.remove(consumer)
+        if not self.consumers and self.on_empty_consumers is not None:
+            self.on_empty_consumers(self)
+
+    def dispatch(self, is_expired: Callable[[MessageRef], bool] | None = None) -> None:
+        """Hand waiting messages to consumers with credit, round robin."""
+        if self.dispatching:
+            return  # re-entered from a delivery callback: the outer loop carries on
+        self.dispatching = True
+        try:
+            messages, consumers = self.messages, self.consumers
+            while messages and consumers:
+                n = len(consumers)
+                for i in range(n):
+                    c = consumers[(self._rr + i) % n]
+                    if c.can_take():
+                        self._rr = (self._rr + i + 1) % n
+                        break
+                else:
+                    return
+                ref = messages.popleft()
+                if is_expired is not None and is_expired(ref):
+                    continue
+                self.in_flight += 1
+                ref.consumer = c
+                c.deliver(ref)
+        finally:
+            self.dispatching = False
+
+    def take_in_flight(self, ref: MessageRef) -> None:
+        """A reference left the consumer (acked, rejected or requeued)."""
+        self.in_flight -= 1
+        ref.consumer = None
+
+
+class QueueStats:
+    """Counters as management reports them."""
+
+    @staticmethod
+    def of(q: Queue) -> dict[str, Any]:
+        return {
+            "name": q.name,
+            "address": q.address,
+            "routing-type": q.routing_type,
+            "durable": q.durable,
+            "message-count": q.depth,
+            "delivering-count": q.in_flight,
+            "messages-added": q.added,
+            "messages-acknowledged": q.acked,
+            "messages-expired": q.expired,
+            "messages-killed": q.killed,
+            "consumer-count": len(q.consumers),
+        }

@@ -1,0 +1,105 @@
+"""Run servers on one event loop: start, serve, and stop gracefully on SIGTERM/SIGINT.
+
+A `Broker` is one server plus its listeners; several can share a loop (the demo runs DC1 and DC2 side
+by side; colocated backups will too). Graceful stop: stop accepting, close every connection with
+`amqp:connection:forced`, hand the last journal batch over and wait until it is on disk, exit 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Callable
+
+from .acceptor import Listener
+from .config.model import BrokerConfig
+from .server import Server
+
+log = logging.getLogger(__name__)
+
+
+class Broker:
+    """One server and its sockets on a running loop."""
+
+    def __init__(self, config: BrokerConfig, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self.config = config
+        self.loop = loop or asyncio.get_event_loop()
+        self.server = Server(config, log=logging.getLogger(f"broker.{config.name}"))
+        self.listener: Listener | None = None
+        self.on_started: list[Callable[[Broker], None]] = []
+
+    async def start(self) -> None:
+        self.server.start(dispatch=self.loop.call_soon_threadsafe)
+        self.listener = Listener(self.server, self.loop)
+        await self.listener.start()
+        for cb in self.on_started:
+            cb(self)
+
+    def port(self, acceptor: str | None = None) -> int:
+        assert self.listener is not None
+        if acceptor is None:
+            return next(iter(self.listener.bound.values()))[1]
+        return self.listener.bound[acceptor][1]
+
+    async def stop(self) -> None:
+        if self.listener is not None:
+            self.listener.stop_accepting()
+            await self.listener.close_connections()
+        self.server.stop()
+
+
+def new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+
+        return uvloop.new_event_loop()
+    except ImportError:
+        return asyncio.new_event_loop()
+
+
+def run(configs: list[BrokerConfig]) -> int:
+    """Serve until SIGTERM/SIGINT; return the process exit code."""
+    loop = new_loop()
+    asyncio.set_event_loop(loop)
+    brokers = [Broker(c, loop) for c in configs]
+    stop = asyncio.Event()
+
+    def on_signal(signame: str) -> None:
+        log.info("received %s: shutting down", signame)
+        stop.set()
+
+    async def main() -> None:
+        for b in brokers:
+            await b.start()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal, sig.name)
+        _notify_systemd("READY=1")
+        await stop.wait()
+        _notify_systemd("STOPPING=1")
+        for b in brokers:
+            await b.stop()
+
+    try:
+        loop.run_until_complete(main())
+    finally:
+        with contextlib.suppress(Exception):
+            loop.close()
+    log.info("shutdown complete")
+    return 0
+
+
+def _notify_systemd(state: str) -> None:
+    """sd_notify without a dependency: one datagram to $NOTIFY_SOCKET when systemd runs us."""
+    import os
+    import socket
+
+    path = os.environ.get("NOTIFY_SOCKET")
+    if not path:
+        return
+    if path.startswith("@"):
+        path = "\0" + path[1:]
+    with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+        s.connect(path)
+        s.sendall(state.encode())

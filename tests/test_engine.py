@@ -1,0 +1,154 @@
+"""The AMQP engine on its own: two engines joined in memory, no sockets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from broker_core.amqp import errors
+from broker_core.amqp.codec import Array, Symbol, UInt, ULong, decode, encode
+from broker_core.amqp.connection import Connection, Link, Session
+from broker_core.amqp.framing import transfer_frames
+from broker_core.amqp.performatives import Accepted, Attach, Source, Target
+
+
+class Recorder:
+    """A handler that accepts everything and remembers what happened."""
+
+    def __init__(self) -> None:
+        self.deliveries: list[tuple[int, bytes]] = []
+        self.attaches: list[Attach] = []
+        self.dispositions: list[tuple[bool, int, int, Any]] = []
+        self.sessions: list[Session] = []
+        self.links: list[Link] = []
+        self.closed = False
+
+    def on_sasl_init(self, conn: Connection, mechanism: str, response: bytes | None) -> None:
+        if conn.server:
+            conn.sasl_outcome(mechanism == "ANONYMOUS", None)
+        else:
+            conn.sasl_init("ANONYMOUS", b"")
+
+    def on_sasl_response(self, conn: Connection, response: bytes) -> None: ...
+    def on_sasl_outcome(self, conn: Connection, code: int) -> None: ...
+
+    def on_open(self, conn: Connection, open_: Any) -> None:
+        conn.accept_open()
+
+    def on_begin(self, session: Session, begin: Any) -> None:
+        if session.remote_channel is not None and not self.sessions:
+            self.sessions.append(session)
+            if session.connection.server:
+                session.connection.begin(session)
+
+    def on_attach(self, link: Link, attach: Attach) -> None:
+        self.attaches.append(attach)
+        self.links.append(link)
+        if link.attach is None:
+            link.connection.attach(link.session, Attach(name=link.name, source=attach.source, target=attach.target,
+                                                        offered_capabilities=[Symbol("amq.mirror")]), link)
+            if not link.is_sender:
+                link.connection.flow(link, credit=10)
+
+    def on_flow(self, link: Link) -> None: ...
+    def on_session_flow(self, session: Session) -> None: ...
+
+    def on_delivery(self, link: Link, delivery_id: int, tag: bytes, settled: bool, payload: bytes, fmt: int) -> None:
+        self.deliveries.append((delivery_id, payload))
+
+    def on_disposition(self, session: Session, role: bool, first: int, last: int, settled: bool, state: Any) -> None:
+        self.dispositions.append((role, first, last, state))
+
+    def on_detach(self, link: Link, detach: Any) -> None: ...
+    def on_end(self, session: Session, end: Any) -> None: ...
+
+    def on_close(self, conn: Connection, close: Any) -> None:
+        self.closed = True
+
+
+def pump(a: Connection, b: Connection) -> None:
+    for _ in range(100):
+        out_a, out_b = a.take_output(), b.take_output()
+        if not out_a and not out_b:
+            return
+        if out_a:
+            b.receive(out_a)
+        if out_b:
+            a.receive(out_b)
+
+
+def pair(max_frame: int = 131072) -> tuple[Connection, Recorder, Connection, Recorder]:
+    sh, ch = Recorder(), Recorder()
+    server = Connection(sh, server=True, container_id="server", max_frame_size=max_frame)
+    client = Connection(ch, server=False, container_id="client", max_frame_size=max_frame)
+    client.start_client(sasl=True)
+    pump(client, server)
+    return client, ch, server, sh
+
+
+def test_codec_round_trips_typed_values() -> None:
+    values = [None, True, False, 0, -1, 2**40, "héllo", b"\x00\x01", Symbol("amq.mirror"), [1, "a"],
+              {Symbol("k"): "v"}, 1.5]
+    for v in values:
+        assert decode(encode(v)) == v
+    assert type(decode(encode(Symbol("x")))) is Symbol
+    assert encode(ULong(5))[0] == 0x53 and encode(UInt(300))[0] == 0x70 and encode(7)[0] == 0x55
+    arr = decode(encode(Array(0xA3, [Symbol("a"), Symbol("b")])))
+    assert list(arr) == ["a", "b"] and arr.code == 0xA3
+
+
+def test_link_capabilities_cross_the_wire_both_ways() -> None:
+    client, ch, server, sh = pair()
+    assert client.opened and server.opened
+    session = client.begin()
+    pump(client, server)
+    client.attach(session, Attach(name="m", role=False, source=Source(address="s"), target=Target(address="t"),
+                                  desired_capabilities=[Symbol("amq.mirror")],
+                                  properties={Symbol("x-opt-amq-bkr-id"): "abc"}))
+    pump(client, server)
+    seen = sh.attaches[0]
+    assert seen.desired_capabilities == "amq.mirror"
+    assert seen.properties == {"x-opt-amq-bkr-id": "abc"}
+    assert ch.attaches[0].offered_capabilities == "amq.mirror"
+
+
+def test_large_message_spans_many_frames_and_arrives_whole() -> None:
+    client, ch, server, sh = pair(max_frame=512)
+    session = client.begin()
+    pump(client, server)
+    link = client.attach(session, Attach(name="big", role=False, target=Target(address="q")))
+    pump(client, server)
+    payload = bytes(range(256)) * 40
+    assert len(transfer_frames(0, 0, 0, b"t", False, payload, 512)) > 10
+    client.send_delivery(link, b"t", payload, False)
+    pump(client, server)
+    assert sh.deliveries == [(0, payload)]
+    server.settle_incoming(sh.links[0].session, 0, 0, Accepted().encode_amqp())
+    pump(client, server)
+    assert ch.dispositions and isinstance(ch.dispositions[0][3], Accepted)
+
+
+def test_transfer_without_credit_closes_the_connection_with_a_condition() -> None:
+    client, ch, server, sh = pair()
+    session = client.begin()
+    pump(client, server)
+    link = client.attach(session, Attach(name="l", role=False, target=Target(address="q")))
+    pump(client, server)
+    for _ in range(11):  # the recorder granted 10
+        link.credit = 1
+        client.send_delivery(link, b"t", b"\x00\x53\x77\xa1\x01x", False)
+    pump(client, server)
+    assert server.closed and server.error is not None
+    assert server.error.condition == errors.TRANSFER_LIMIT_EXCEEDED
+    assert ch.closed
+
+
+@pytest.mark.parametrize("garbage", [b"\x00\x00\x00\x10\x02\x00\x00\x00\xff\xff\xff\xff\xff\xff\xff\xff",
+                                     b"\x00\x00\x00\x04\x02\x00\x00\x00"])
+def test_malformed_frames_close_with_an_amqp_error(garbage: bytes) -> None:
+    client, ch, server, sh = pair()
+    server.receive(garbage)
+    assert server.closed
+    assert server.error is not None
+    assert server.error.condition in (errors.DECODE_ERROR, errors.FRAMING_ERROR)
