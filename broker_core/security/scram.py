@@ -22,7 +22,7 @@ import hmac
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import StrEnum
+from enum import Enum, StrEnum
 from typing import NamedTuple
 
 from broker_core.security import SecurityError
@@ -174,6 +174,12 @@ def _parse_client_first(message: str) -> _ClientFirst:
     return _ClientFirst(message[: authzid_end + 1], user, attrs[1][1], bare)
 
 
+class _State(Enum):
+    INITIAL = "initial"
+    CHALLENGED = "challenged"
+    DONE = "done"
+
+
 class ScramServer:
     """The server side of one SCRAM exchange; make a new one per authentication attempt."""
 
@@ -191,25 +197,26 @@ class ScramServer:
         self._lookup = lookup
         self._nonce_factory = nonce_factory
         self._mock_secret = mock_secret if mock_secret is not None else secrets.token_bytes(32)
-        self._state = "initial"
+        self._state = _State.INITIAL
         self._client_first: _ClientFirst | None = None
         self._server_first = ""
+        self._nonce = ""
         self._credentials: StoredCredentials | None = None
         self._user_known = False
 
     @property
     def done(self) -> bool:
-        return self._state == "done"
+        return self._state is _State.DONE
 
     def step(self, client_bytes: bytes) -> ScramStep:
-        if self._state == "done":
+        if self._state is _State.DONE:
             raise RuntimeError("the SCRAM exchange has already finished")
         try:
-            if self._state == "initial":
+            if self._state is _State.INITIAL:
                 return self._on_client_first(_decode(client_bytes))
             return self._on_client_final(_decode(client_bytes))
         except ScramError as exc:
-            self._state = "done"
+            self._state = _State.DONE
             return ScramStep(f"e={exc.error}".encode(), True, False, None)
 
     def _on_client_first(self, message: str) -> ScramStep:
@@ -219,10 +226,10 @@ class ScramServer:
         if credentials is None or not self._user_known:
             credentials = self._mock_credentials(first.user)
         self._credentials = creds = credentials
-        nonce = first.nonce + self._nonce_factory()
-        self._server_first = f"r={nonce},s={_b64(creds.salt)},i={creds.iterations}"
+        self._nonce = first.nonce + self._nonce_factory()
+        self._server_first = f"r={self._nonce},s={_b64(creds.salt)},i={creds.iterations}"
         self._client_first = first
-        self._state = "challenged"
+        self._state = _State.CHALLENGED
         return ScramStep(self._server_first.encode(), False, False, None)
 
     def _mock_credentials(self, user: str) -> StoredCredentials:
@@ -231,7 +238,7 @@ class ScramServer:
         return StoredCredentials(self.mechanism, salt, DEFAULT_ITERATIONS, junk, junk)
 
     def _on_client_final(self, message: str) -> ScramStep:
-        self._state = "done"
+        self._state = _State.DONE
         first, creds = self._client_first, self._credentials
         assert first is not None and creds is not None
         without_proof, sep, proof_text = message.rpartition(",p=")
@@ -240,7 +247,7 @@ class ScramServer:
             raise ScramError("invalid-encoding")
         if _unb64(attrs[0][1]) != first.gs2_header.encode():
             raise ScramError("channel-bindings-dont-match")
-        if attrs[1][1] != self._server_first[2:].split(",", 1)[0]:
+        if attrs[1][1] != self._nonce:
             raise ScramError("other-error")
         auth_message = f"{first.bare},{self._server_first},{without_proof}".encode()
         if not self._proof_valid(creds, auth_message, _unb64(proof_text)):
