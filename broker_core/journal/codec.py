@@ -1,0 +1,299 @@
+"""Byte encoding of journal records (see docs/journal-format.md, which this module must match).
+
+A frame is ``length u32 | type u8 | crc32 u32 | payload``, little-endian, where length counts the
+payload only and the crc covers the type byte followed by the payload. Encoding is on the broker's hot
+path (one ``MessageAdded`` per durable message, one ``MessageAcked`` per ack), so it uses precompiled
+``struct`` formats and never json or pickle; only the rare ``QueueAdded`` carries json (its ``extra``).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from collections.abc import Callable
+
+from broker_core.journal.errors import JournalFormatError
+from broker_core.journal.records import (
+    ANYCAST,
+    MULTICAST,
+    AddressAdded,
+    AddressRemoved,
+    DeliveryCountUpdated,
+    HighestIds,
+    MessageAcked,
+    MessageAdded,
+    MetaRecord,
+    QueueAdded,
+    QueueRemoved,
+    Record,
+)
+
+FRAME = struct.Struct("<IBI")  # payload length, record type, crc32(type byte + payload)
+FRAME_SIZE = FRAME.size
+MAX_PAYLOAD = 1 << 30  # a larger length can only be garbage: treat it as corruption, never allocate it
+
+TYPE_ADDRESS_ADDED = 1
+TYPE_ADDRESS_REMOVED = 2
+TYPE_QUEUE_ADDED = 3
+TYPE_QUEUE_REMOVED = 4
+TYPE_MESSAGE_ADDED = 5
+TYPE_MESSAGE_ACKED = 6
+TYPE_DELIVERY_COUNT = 7
+TYPE_META = 8
+TYPE_HIGHEST_IDS = 9
+
+_TYPE_CRC = [zlib.crc32(bytes([t])) for t in range(256)]
+
+_U16 = struct.Struct("<H")
+_U32 = struct.Struct("<I")
+_ID = struct.Struct("<Q")
+_ADDRESS_HEAD = struct.Struct("<QB")  # address_id, flags
+_QUEUE_HEAD = struct.Struct("<QiB")  # queue_id, max_consumers, flags
+# message_id, timestamp_ms, expiry_ms, origin_message_id, priority, flags, queue count
+_MESSAGE_HEAD = struct.Struct("<QqqQBBI")
+_ACK = struct.Struct("<QQBBq")  # queue_id, message_id, reason, flags, timestamp_ms
+_DELIVERY_COUNT = struct.Struct("<QQI")
+_HIGHEST_IDS = struct.Struct("<QQQ")
+
+_ADDR_AUTO, _ADDR_INTERNAL, _ADDR_ANYCAST, _ADDR_MULTICAST = 1, 2, 4, 8
+_Q_DURABLE, _Q_AUTO, _Q_INTERNAL, _Q_FILTER, _Q_MULTICAST = 1, 2, 4, 8, 16
+_MSG_VIA_MIRROR, _MSG_ORIGIN_BROKER, _MSG_ORIGIN_ID = 1, 2, 4
+_ACK_VIA_MIRROR = 1
+
+
+def frame(record_type: int, payload: bytes) -> bytes:
+    crc = zlib.crc32(payload, _TYPE_CRC[record_type])
+    return FRAME.pack(len(payload), record_type, crc) + payload
+
+
+def frame_crc(record_type: int, payload: bytes | memoryview) -> int:
+    return zlib.crc32(payload, _TYPE_CRC[record_type])
+
+
+def encode(record: Record) -> bytes:
+    """The framed bytes of ``record``; ValueError when a field does not fit its encoding."""
+    try:
+        record_type, payload = _ENCODERS[type(record)](record)
+    except (struct.error, OverflowError, UnicodeEncodeError) as exc:
+        raise ValueError(f"cannot encode {type(record).__name__}: {exc}") from exc
+    return frame(record_type, payload)
+
+
+def decode(record_type: int, payload: bytes | memoryview) -> Record:
+    """The record in a frame whose crc has been checked; JournalFormatError for an unknown type."""
+    decoder = _DECODERS.get(record_type)
+    if decoder is None:
+        raise JournalFormatError(f"unknown record type {record_type} (written by a newer version?)")
+    return decoder(memoryview(payload))
+
+
+# --- strings: u16 (short) or u32 (long) byte length, then UTF-8 ---
+
+
+def _short(text: str) -> bytes:
+    data = text.encode()
+    return _U16.pack(len(data)) + data
+
+
+def _long(data: bytes) -> bytes:
+    return _U32.pack(len(data)) + data
+
+
+def _read_short(buf: memoryview, pos: int) -> tuple[str, int]:
+    (size,) = _U16.unpack_from(buf, pos)
+    end = pos + 2 + size
+    return str(buf[pos + 2 : end], "utf-8"), end
+
+
+def _read_long(buf: memoryview, pos: int) -> tuple[bytes, int]:
+    (size,) = _U32.unpack_from(buf, pos)
+    end = pos + 4 + size
+    if end > len(buf):
+        raise struct.error("length runs past the payload")
+    return bytes(buf[pos + 4 : end]), end
+
+
+# --- encoders ---
+
+
+def _enc_address_added(r: AddressAdded) -> tuple[int, bytes]:
+    flags = (
+        (_ADDR_AUTO if r.auto_created else 0)
+        | (_ADDR_INTERNAL if r.internal else 0)
+        | (_ADDR_ANYCAST if ANYCAST in r.routing_types else 0)
+        | (_ADDR_MULTICAST if MULTICAST in r.routing_types else 0)
+    )
+    return TYPE_ADDRESS_ADDED, _ADDRESS_HEAD.pack(r.address_id, flags) + _short(r.name)
+
+
+def _enc_address_removed(r: AddressRemoved) -> tuple[int, bytes]:
+    return TYPE_ADDRESS_REMOVED, _ID.pack(r.address_id)
+
+
+def _enc_queue_added(r: QueueAdded) -> tuple[int, bytes]:
+    flags = (
+        (_Q_DURABLE if r.durable else 0)
+        | (_Q_AUTO if r.auto_created else 0)
+        | (_Q_INTERNAL if r.internal else 0)
+        | (_Q_FILTER if r.filter_string is not None else 0)
+        | (_Q_MULTICAST if r.routing_type == MULTICAST else 0)
+    )
+    parts = [_QUEUE_HEAD.pack(r.queue_id, r.max_consumers, flags), _short(r.name), _short(r.address)]
+    if r.filter_string is not None:
+        parts.append(_long(r.filter_string.encode()))
+    parts.append(_long(json.dumps(r.extra, sort_keys=True, separators=(",", ":")).encode()))
+    return TYPE_QUEUE_ADDED, b"".join(parts)
+
+
+def _enc_queue_removed(r: QueueRemoved) -> tuple[int, bytes]:
+    return TYPE_QUEUE_REMOVED, _ID.pack(r.queue_id)
+
+
+def _enc_message_added(r: MessageAdded) -> tuple[int, bytes]:
+    flags = _MSG_VIA_MIRROR if r.via_mirror else 0
+    if r.origin_broker_id is not None:
+        flags |= _MSG_ORIGIN_BROKER
+    origin_id = 0
+    if r.origin_message_id is not None:
+        flags |= _MSG_ORIGIN_ID
+        origin_id = r.origin_message_id
+    qids = r.queue_ids
+    head = _MESSAGE_HEAD.pack(
+        r.message_id, r.timestamp_ms, r.expiry_ms, origin_id, r.priority, flags, len(qids)
+    )
+    refs = _ID.pack(qids[0]) if len(qids) == 1 else struct.pack(f"<{len(qids)}Q", *qids)
+    address = r.address.encode()
+    origin = b"" if r.origin_broker_id is None else _short(r.origin_broker_id)
+    body = r.body
+    return TYPE_MESSAGE_ADDED, b"".join(
+        (head, refs, _U16.pack(len(address)), address, origin, _U32.pack(len(body)), body)
+    )
+
+
+def _enc_message_acked(r: MessageAcked) -> tuple[int, bytes]:
+    flags = _ACK_VIA_MIRROR if r.via_mirror else 0
+    return TYPE_MESSAGE_ACKED, _ACK.pack(r.queue_id, r.message_id, r.reason, flags, r.timestamp_ms)
+
+
+def _enc_delivery_count(r: DeliveryCountUpdated) -> tuple[int, bytes]:
+    return TYPE_DELIVERY_COUNT, _DELIVERY_COUNT.pack(r.queue_id, r.message_id, r.delivery_count)
+
+
+def _enc_meta(r: MetaRecord) -> tuple[int, bytes]:
+    return TYPE_META, _short(r.key) + _long(r.value)
+
+
+def _enc_highest_ids(r: HighestIds) -> tuple[int, bytes]:
+    return TYPE_HIGHEST_IDS, _HIGHEST_IDS.pack(r.address_id, r.queue_id, r.message_id)
+
+
+_ENCODERS: dict[type, Callable[..., tuple[int, bytes]]] = {
+    AddressAdded: _enc_address_added,
+    AddressRemoved: _enc_address_removed,
+    QueueAdded: _enc_queue_added,
+    QueueRemoved: _enc_queue_removed,
+    MessageAdded: _enc_message_added,
+    MessageAcked: _enc_message_acked,
+    DeliveryCountUpdated: _enc_delivery_count,
+    MetaRecord: _enc_meta,
+    HighestIds: _enc_highest_ids,
+}
+
+
+# --- decoders (payload already crc-checked; struct.error here means a writer bug or forged crc) ---
+
+
+def _dec_address_added(buf: memoryview) -> AddressAdded:
+    address_id, flags = _ADDRESS_HEAD.unpack_from(buf, 0)
+    name, _ = _read_short(buf, _ADDRESS_HEAD.size)
+    routing = frozenset(
+        rt for rt, bit in ((ANYCAST, _ADDR_ANYCAST), (MULTICAST, _ADDR_MULTICAST)) if flags & bit
+    )
+    return AddressAdded(address_id, name, routing, bool(flags & _ADDR_AUTO), bool(flags & _ADDR_INTERNAL))
+
+
+def _dec_address_removed(buf: memoryview) -> AddressRemoved:
+    return AddressRemoved(_ID.unpack_from(buf, 0)[0])
+
+
+def _dec_queue_added(buf: memoryview) -> QueueAdded:
+    queue_id, max_consumers, flags = _QUEUE_HEAD.unpack_from(buf, 0)
+    name, pos = _read_short(buf, _QUEUE_HEAD.size)
+    address, pos = _read_short(buf, pos)
+    filter_string = None
+    if flags & _Q_FILTER:
+        raw, pos = _read_long(buf, pos)
+        filter_string = raw.decode()
+    extra, pos = _read_long(buf, pos)
+    return QueueAdded(
+        queue_id=queue_id,
+        name=name,
+        address=address,
+        routing_type=MULTICAST if flags & _Q_MULTICAST else ANYCAST,
+        durable=bool(flags & _Q_DURABLE),
+        filter_string=filter_string,
+        max_consumers=max_consumers,
+        auto_created=bool(flags & _Q_AUTO),
+        internal=bool(flags & _Q_INTERNAL),
+        extra=json.loads(extra),
+    )
+
+
+def _dec_queue_removed(buf: memoryview) -> QueueRemoved:
+    return QueueRemoved(_ID.unpack_from(buf, 0)[0])
+
+
+def _dec_message_added(buf: memoryview) -> MessageAdded:
+    message_id, ts, expiry, origin_id, priority, flags, count = _MESSAGE_HEAD.unpack_from(buf, 0)
+    pos = _MESSAGE_HEAD.size
+    queue_ids = struct.unpack_from(f"<{count}Q", buf, pos)
+    address, pos = _read_short(buf, pos + 8 * count)
+    origin_broker = None
+    if flags & _MSG_ORIGIN_BROKER:
+        origin_broker, pos = _read_short(buf, pos)
+    body, _ = _read_long(buf, pos)
+    return MessageAdded(
+        message_id=message_id,
+        address=address,
+        queue_ids=queue_ids,
+        body=body,
+        timestamp_ms=ts,
+        expiry_ms=expiry,
+        priority=priority,
+        origin_broker_id=origin_broker,
+        origin_message_id=origin_id if flags & _MSG_ORIGIN_ID else None,
+        via_mirror=bool(flags & _MSG_VIA_MIRROR),
+    )
+
+
+def _dec_message_acked(buf: memoryview) -> MessageAcked:
+    queue_id, message_id, reason, flags, ts = _ACK.unpack_from(buf, 0)
+    return MessageAcked(queue_id, message_id, reason, bool(flags & _ACK_VIA_MIRROR), ts)
+
+
+def _dec_delivery_count(buf: memoryview) -> DeliveryCountUpdated:
+    return DeliveryCountUpdated(*_DELIVERY_COUNT.unpack_from(buf, 0))
+
+
+def _dec_meta(buf: memoryview) -> MetaRecord:
+    key, pos = _read_short(buf, 0)
+    value, _ = _read_long(buf, pos)
+    return MetaRecord(key, value)
+
+
+def _dec_highest_ids(buf: memoryview) -> HighestIds:
+    return HighestIds(*_HIGHEST_IDS.unpack_from(buf, 0))
+
+
+_DECODERS: dict[int, Callable[[memoryview], Record]] = {
+    TYPE_ADDRESS_ADDED: _dec_address_added,
+    TYPE_ADDRESS_REMOVED: _dec_address_removed,
+    TYPE_QUEUE_ADDED: _dec_queue_added,
+    TYPE_QUEUE_REMOVED: _dec_queue_removed,
+    TYPE_MESSAGE_ADDED: _dec_message_added,
+    TYPE_MESSAGE_ACKED: _dec_message_acked,
+    TYPE_DELIVERY_COUNT: _dec_delivery_count,
+    TYPE_META: _dec_meta,
+    TYPE_HIGHEST_IDS: _dec_highest_ids,
+}

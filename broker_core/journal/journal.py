@@ -1,0 +1,289 @@
+"""The durable journal: thread-safe appends, group commit on one writer thread, recovery, compaction.
+
+Threads: callers encode records and queue the bytes under ``_lock``; the writer thread takes the whole
+queue at once, writes it with one write and makes it durable with one fdatasync (group commit: every
+record queued while the previous fsync ran shares the next one), then hands all callbacks of the batch,
+in append order, to ``dispatch`` in a single call. Only the writer thread touches the files and the live
+state after ``open``. Compaction also runs on the writer thread, between batches; appends keep queueing
+meanwhile and are written right after it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from broker_core.journal import compaction
+from broker_core.journal.codec import encode
+from broker_core.journal.errors import JournalClosedError, JournalFailedError
+from broker_core.journal.layout import marker_name
+from broker_core.journal.records import Record
+from broker_core.journal.recovery import recover
+from broker_core.journal.state import LiveState, Recovered
+from broker_core.journal.writer import Entry, SegmentWriter
+
+Callback = Callable[[], None]
+Dispatch = Callable[[Callback], None]
+
+_LOG = logging.getLogger(__name__)
+
+
+class Journal:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        segment_size: int = 10 * 1024 * 1024,
+        fsync: bool = True,
+        dispatch: Dispatch | None = None,
+        logger: logging.Logger | None = None,
+        compact_min_segments: int = 4,
+        compact_dead_ratio: float = 0.5,
+    ) -> None:
+        self._directory = Path(directory)
+        self._segment_size = segment_size
+        self._sync = fsync
+        self._dispatch = dispatch
+        self._log = logger or _LOG
+        self._compact_min_segments = compact_min_segments
+        self._compact_dead_ratio = compact_dead_ratio
+        self._lock = threading.Lock()
+        self._work = threading.Condition(self._lock)  # the writer waits here for appends
+        self._progress = threading.Condition(self._lock)  # flush/compact/close wait here
+        self._pending: list[tuple[Entry, Callback | None]] = []
+        self._appended = 0  # entries queued so far
+        self._durable = 0  # entries durable so far
+        self._compact_requested = False
+        self._stopping = False
+        self._open = False
+        self._failure: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        self._state = LiveState()
+        self._writer: SegmentWriter | None = None
+        self._marker_generation = 0
+        self._next_generation = 1
+        self._compactions: list[dict[str, Any]] = []
+
+    # --- lifecycle ---
+
+    def open(self) -> Recovered:
+        """Replay the directory (creating it if needed), repair its tail, start a new segment."""
+        if self._open or self._thread is not None:
+            raise JournalClosedError("a Journal object can be opened once")
+        self._directory.mkdir(parents=True, exist_ok=True)
+        result = recover(self._directory, self._log, self._sync)
+        self._state = result.state
+        recovered = self._state.recovered()
+        self._state.records = None  # the running journal tracks locations, not message bodies
+        if result.layout.marker is not None:
+            self._marker_generation = result.layout.marker.generation
+        self._next_generation = result.layout.next_generation
+        self._writer = SegmentWriter(
+            self._directory, self._state, result.files, result.layout.next_seq, self._segment_size, self._sync
+        )
+        self._writer.open_new_segment()
+        self._open = True
+        self._thread = threading.Thread(target=self._run, name=f"journal-writer:{self._directory.name}")
+        self._thread.daemon = True
+        self._thread.start()
+        return recovered
+
+    def close(self) -> None:
+        """Write and sync everything appended so far, stop the writer thread, close the files."""
+        with self._lock:
+            if not self._open:
+                return
+            self._stopping = True
+            self._work.notify()
+        assert self._thread is not None
+        self._thread.join()
+        with self._lock:
+            self._open = False
+        if self._writer is not None:
+            self._writer.close()
+        if self._failure is not None:
+            raise JournalFailedError("journal failed before close") from self._failure
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # --- appending ---
+
+    def append(self, rec: Record, on_durable: Callback | None = None) -> None:
+        """Queue ``rec``; ``on_durable`` runs (through ``dispatch``) once it is on disk. Never blocks."""
+        data = encode(rec)
+        self._enqueue(Entry(data, (rec,), (len(data),)), on_durable)
+
+    def append_many(self, recs: Iterable[Record], on_durable: Callback | None = None) -> None:
+        """Queue several records, written contiguously in one segment, with one callback for all."""
+        records = tuple(recs)
+        frames = [encode(r) for r in records]
+        self._enqueue(Entry(b"".join(frames), records, tuple(map(len, frames))), on_durable)
+
+    def _enqueue(self, entry: Entry, on_durable: Callback | None) -> None:
+        with self._lock:
+            self._check_usable()
+            self._pending.append((entry, on_durable))
+            self._appended += 1
+            self._work.notify()
+
+    def flush(self) -> None:
+        """Block until everything appended so far is durable."""
+        with self._lock:
+            target = self._appended
+            self._wait_for(lambda: self._durable >= target)
+
+    def compact(self) -> dict[str, Any]:
+        """Compact now (on the writer thread) and wait for it; returns the compaction's figures."""
+        with self._lock:
+            done = len(self._compactions)
+            self._compact_requested = True
+            self._work.notify()
+            self._wait_for(lambda: len(self._compactions) > done)
+            return self._compactions[-1]
+
+    def stats(self) -> dict[str, Any]:
+        state, writer = self._state, self._writer
+        total = sum(list(state.segment_total.values()))
+        live = sum(list(state.segment_live.values()))
+        return {
+            "segments": len(writer.files) if writer else 0,
+            "bytes": total,
+            "live_bytes": live,
+            "live_records": state.live_records(),
+            "live_messages": len(state.messages),
+            "fsyncs": writer.fsyncs if writer else 0,
+            "records_written": writer.records_written if writer else 0,
+            "compactions": len(self._compactions),
+            "last_compaction": self._compactions[-1] if self._compactions else None,
+        }
+
+    def _check_usable(self) -> None:
+        if self._failure is not None:
+            raise JournalFailedError("an earlier write or fsync failed") from self._failure
+        if not self._open or self._stopping:
+            raise JournalClosedError(f"journal {self._directory} is not open")
+
+    def _wait_for(self, done: Callable[[], bool]) -> None:
+        """Wait (holding ``_lock``) until ``done()``; raise if the journal fails or stops first."""
+        while not done():
+            if self._failure is not None:
+                raise JournalFailedError("journal failed") from self._failure
+            if not self._open:
+                raise JournalClosedError(f"journal {self._directory} is not open")
+            self._progress.wait()
+
+    # --- the writer thread ---
+
+    def _run(self) -> None:
+        try:
+            while self._cycle():
+                pass
+        except BaseException as exc:  # a failed write or fsync: nothing after it can be trusted
+            self._log.exception("journal %s: writer failed; the journal is closed", self._directory)
+            with self._lock:
+                self._failure = exc
+                self._progress.notify_all()
+        finally:
+            with self._lock:
+                self._open = False
+                self._progress.notify_all()
+
+    def _cycle(self) -> bool:
+        with self._lock:
+            while not self._pending and not self._stopping and not self._compact_requested:
+                self._work.wait()
+            if not self._pending and self._stopping and not self._compact_requested:
+                return False
+            batch, self._pending = self._pending, []
+            target, compact_now = self._appended, self._compact_requested
+        writer = self._writer
+        assert writer is not None
+        if batch:
+            writer.write_batch([entry for entry, _ in batch])
+            with self._lock:
+                self._durable = target
+                self._progress.notify_all()
+            self._run_callbacks([cb for _, cb in batch if cb is not None])
+        if compact_now or (writer.rolled and self._worth_compacting()):
+            self._compact()
+        writer.rolled = False
+        return True
+
+    def _run_callbacks(self, callbacks: list[Callback]) -> None:
+        if not callbacks:
+            return
+        if self._dispatch is None:
+            self._call_all(callbacks)
+        else:  # one hand-off per batch: call_soon_threadsafe per callback would wake the loop N times
+            self._dispatch(lambda: self._call_all(callbacks))
+
+    def _call_all(self, callbacks: list[Callback]) -> None:
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:
+                self._log.exception("journal %s: on_durable callback failed", self._directory)
+
+    def _worth_compacting(self) -> bool:
+        writer = self._writer
+        assert writer is not None
+        closed = [seq for seq in writer.files if seq != writer.seq]
+        if len(closed) < self._compact_min_segments:
+            return False
+        total = sum(self._state.segment_total.get(seq, 0) for seq in closed)
+        live = sum(self._state.segment_live.get(seq, 0) for seq in closed)
+        return total > 0 and (total - live) / total > self._compact_dead_ratio
+
+    def _compact(self) -> None:
+        writer = self._writer
+        assert writer is not None
+        writer.open_new_segment()  # the snapshot then covers exactly the closed files
+        replaced = {seq: path for seq, path in writer.files.items() if seq != writer.seq}
+        generation = self._next_generation
+        self._next_generation = generation + 1  # never reused, even when this attempt fails
+        first_seq = writer.next_seq
+        plan = compaction.CompactionPlan(
+            self._directory, generation, writer.seq - 1, first_seq, self._segment_size, self._sync, replaced
+        )
+        try:
+            result = compaction.compact(plan, self._state)
+        except OSError:
+            self._log.exception("journal %s: compaction failed; keeping the old files", self._directory)
+            self._finish_compaction({"failed": True})
+            return
+        writer.next_seq = result.marker.last_seq + 1
+        compaction.apply(result, self._state, list(replaced))
+        for seq in replaced:
+            del writer.files[seq]
+        writer.files.update(result.files)
+        old_marker = []
+        if self._marker_generation:
+            old_marker.append(self._directory / marker_name(self._marker_generation))
+        self._marker_generation = generation
+        try:  # the new generation is committed: left-overs are harmless, recovery removes them
+            compaction.remove_superseded(self._directory, list(replaced.values()), old_marker, self._sync)
+        except OSError:
+            self._log.exception("journal %s: could not remove superseded files", self._directory)
+        self._finish_compaction(
+            {
+                "generation": generation,
+                "seconds": result.seconds,
+                "bytes_before": result.bytes_before,
+                "bytes_after": result.bytes_after,
+                "live_messages": len(self._state.messages),
+            }
+        )
+        self._log.info("journal %s: compaction %s", self._directory, self._compactions[-1])
+
+    def _finish_compaction(self, figures: dict[str, Any]) -> None:
+        with self._lock:
+            self._compact_requested = False
+            self._compactions.append(figures)
+            self._progress.notify_all()

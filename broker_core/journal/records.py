@@ -1,0 +1,129 @@
+"""The journal's record types: immutable facts about addresses, queues, messages and metadata.
+
+Ids are allocated by the server, monotonically per kind; the journal only remembers the highest ones.
+``HighestIds`` is the journal's own record: compaction writes it so that the highest ids survive even
+when every record that carried them is dead and gets dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+ANYCAST = "ANYCAST"
+MULTICAST = "MULTICAST"
+ROUTING_TYPES = frozenset({ANYCAST, MULTICAST})
+
+
+class AckReason:
+    """Why a message reference left its queue (``MessageAcked.reason``)."""
+
+    NORMAL = 0
+    KILLED = 1
+    EXPIRED = 2
+    REPLACED = 3
+
+
+@dataclass(frozen=True, slots=True)
+class AddressAdded:
+    address_id: int
+    name: str
+    routing_types: frozenset[str]
+    auto_created: bool = False
+    internal: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.routing_types <= ROUTING_TYPES:
+            raise ValueError(f"unknown routing types {sorted(self.routing_types - ROUTING_TYPES)}")
+
+
+@dataclass(frozen=True, slots=True)
+class AddressRemoved:
+    address_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueAdded:
+    queue_id: int
+    name: str
+    address: str
+    routing_type: str
+    durable: bool = True
+    filter_string: str | None = None
+    max_consumers: int = -1
+    auto_created: bool = False
+    internal: bool = False
+    extra: dict[str, Any] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.routing_type not in ROUTING_TYPES:
+            raise ValueError(f"unknown routing type {self.routing_type!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRemoved:
+    queue_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class MessageAdded:
+    """A durable message and its references to every queue it was routed to (body written once)."""
+
+    message_id: int
+    address: str
+    queue_ids: tuple[int, ...]
+    body: bytes
+    timestamp_ms: int = 0
+    expiry_ms: int = 0  # 0: never expires
+    priority: int = 4
+    origin_broker_id: str | None = None
+    origin_message_id: int | None = None
+    via_mirror: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class MessageAcked:
+    """One reference gone; the message is dead when all its references are acked or their queues removed."""
+
+    queue_id: int
+    message_id: int
+    reason: int = AckReason.NORMAL
+    via_mirror: bool = False
+    timestamp_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryCountUpdated:
+    queue_id: int
+    message_id: int
+    delivery_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class MetaRecord:
+    """A small key/value fact; the last write of a key wins."""
+
+    key: str
+    value: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class HighestIds:
+    """Written by compaction: the highest ids used so far, so they survive dropping dead records."""
+
+    address_id: int
+    queue_id: int
+    message_id: int
+
+
+Record = (
+    AddressAdded
+    | AddressRemoved
+    | QueueAdded
+    | QueueRemoved
+    | MessageAdded
+    | MessageAcked
+    | DeliveryCountUpdated
+    | MetaRecord
+    | HighestIds
+)

@@ -1,0 +1,119 @@
+"""Segment files: names, the 32-byte header, and scanning the frames of a segment's bytes.
+
+Scanning stops at the first frame that is incomplete or fails its crc and reports where and why; it
+never skips ahead to look for a later valid frame (a torn tail is cut, never guessed).
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker_core.journal.codec import FRAME, FRAME_SIZE, MAX_PAYLOAD, frame_crc
+from broker_core.journal.errors import JournalFormatError
+
+MAGIC = b"AMQMJRNL"
+VERSION = 1
+KIND_PLAIN = 0
+KIND_COMPACTED = 1
+# magic, version, kind, generation, sequence, reserved (0), crc32 of the preceding 28 bytes
+HEADER = struct.Struct("<8sHHIQII")
+HEADER_SIZE = HEADER.size  # 32
+
+_PLAIN_RE = re.compile(r"^segment-(\d{12})\.jnl$")
+_COMPACTED_RE = re.compile(r"^compact-(\d{8})-(\d{12})\.jnl$")
+
+
+def plain_name(seq: int) -> str:
+    return f"segment-{seq:012d}.jnl"
+
+
+def compacted_name(generation: int, seq: int) -> str:
+    return f"compact-{generation:08d}-{seq:012d}.jnl"
+
+
+def parse_plain_name(name: str) -> int | None:
+    match = _PLAIN_RE.match(name)
+    return int(match.group(1)) if match else None
+
+
+def parse_compacted_name(name: str) -> tuple[int, int] | None:
+    match = _COMPACTED_RE.match(name)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentHeader:
+    kind: int
+    generation: int
+    seq: int
+
+
+def pack_header(header: SegmentHeader) -> bytes:
+    head = HEADER.pack(MAGIC, VERSION, header.kind, header.generation, header.seq, 0, 0)[:-4]
+    return head + struct.pack("<I", zlib.crc32(head))
+
+
+def unpack_header(data: bytes | memoryview) -> SegmentHeader | str:
+    """The header, or the reason it is not valid; JournalFormatError for a newer format version."""
+    if len(data) < HEADER_SIZE:
+        return f"incomplete segment header ({len(data)} of {HEADER_SIZE} bytes)"
+    magic, version, kind, generation, seq, _reserved, crc = HEADER.unpack_from(data, 0)
+    if magic != MAGIC:
+        return "bad segment magic"
+    if zlib.crc32(bytes(data[: HEADER_SIZE - 4])) != crc:
+        return "segment header crc mismatch"
+    if version != VERSION:
+        raise JournalFormatError(f"segment format version {version}; this build reads {VERSION}")
+    return SegmentHeader(kind, generation, seq)
+
+
+@dataclass(slots=True)
+class Frame:
+    offset: int  # of the frame header within the file
+    size: int  # frame header + payload
+    record_type: int
+    payload: memoryview
+
+
+class FrameScanner:
+    """Iterates the valid frames of ``buf`` from ``start``; afterwards ``valid_end``/``problem`` tell
+    where the valid data ends and why scanning stopped (``problem`` is None at a clean end of file)."""
+
+    def __init__(self, buf: bytes, start: int = HEADER_SIZE) -> None:
+        self._buf = buf
+        self.valid_end = start
+        self.problem: str | None = None
+
+    def __iter__(self) -> Iterator[Frame]:
+        buf, view, end = self._buf, memoryview(self._buf), len(self._buf)
+        pos = self.valid_end
+        unpack = FRAME.unpack_from
+        while pos < end:
+            if end - pos < FRAME_SIZE:
+                self.problem = "incomplete record header"
+                return
+            length, record_type, crc = unpack(buf, pos)
+            if length > MAX_PAYLOAD:
+                self.problem = f"implausible record length {length}"
+                return
+            stop = pos + FRAME_SIZE + length
+            if stop > end:
+                self.problem = "record length runs past end of file"
+                return
+            payload = view[pos + FRAME_SIZE : stop]
+            if frame_crc(record_type, payload) != crc:
+                self.problem = "record crc mismatch"
+                return
+            yield Frame(pos, stop - pos, record_type, payload)
+            pos = stop
+            self.valid_end = pos
+
+
+def read_file(path: Path) -> bytes:
+    with path.open("rb") as handle:
+        return handle.read()

@@ -1,0 +1,201 @@
+"""Live state: what the journal's records add up to, and which bytes of which segment are still live.
+
+One class serves both recovery (replaying files) and the running journal (the writer thread applies
+each record right after writing it), so that both always agree on what is live. Invariants:
+
+* a message is live while it has at least one reference; a reference dies when it is acked or its
+  queue is removed; references to queues that do not exist are dropped when the message is applied;
+* every record's bytes count in ``segment_total`` of its segment, and in ``segment_live`` only while
+  compaction would keep it (acks, delivery counts, removals and ``HighestIds`` are dead at once, since
+  compaction re-creates their effect from this state).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker_core.journal.records import (
+    AddressAdded,
+    AddressRemoved,
+    DeliveryCountUpdated,
+    HighestIds,
+    MessageAcked,
+    MessageAdded,
+    MetaRecord,
+    QueueAdded,
+    QueueRemoved,
+    Record,
+)
+
+Location = tuple[int, int]  # segment sequence, record size (frame included)
+
+
+@dataclass(slots=True)
+class RecoveredMessage:
+    record: MessageAdded
+    queue_ids: list[int]  # the references still live, in the record's order
+    delivery_counts: dict[int, int]  # by queue id, only where a count was journalled
+
+
+@dataclass(slots=True)
+class Recovered:
+    """The live state replayed by ``Journal.open``; dicts are in journal order."""
+
+    addresses: dict[int, AddressAdded] = field(default_factory=dict)
+    queues: dict[int, QueueAdded] = field(default_factory=dict)
+    messages: dict[int, RecoveredMessage] = field(default_factory=dict)
+    meta: dict[str, bytes] = field(default_factory=dict)
+    max_address_id: int = 0
+    max_queue_id: int = 0
+    max_message_id: int = 0
+
+
+@dataclass(slots=True)
+class LiveMessage:
+    seq: int
+    offset: int
+    size: int
+    refs: list[int]
+    counts: dict[int, int] | None = None
+    trimmed: bool = False  # a reference died, so the stored record lists more queues than are live
+
+
+class LiveState:
+    def __init__(self, keep_records: bool = False) -> None:
+        self.addresses: dict[int, AddressAdded] = {}
+        self.queues: dict[int, QueueAdded] = {}
+        self.messages: dict[int, LiveMessage] = {}
+        self.meta: dict[str, bytes] = {}
+        self.locations: dict[tuple[str, Any], Location] = {}  # addresses, queues, meta keys
+        self.max_ids = [0, 0, 0]  # address, queue, message
+        self.segment_total: dict[int, int] = {}
+        self.segment_live: dict[int, int] = {}
+        # recovery keeps the decoded messages to hand them to the server; the running journal does not
+        self.records: dict[int, MessageAdded] | None = {} if keep_records else None
+        self._apply: dict[type, Callable[[Any, int, int, int], None]] = {
+            AddressAdded: self._address_added,
+            AddressRemoved: self._address_removed,
+            QueueAdded: self._queue_added,
+            QueueRemoved: self._queue_removed,
+            MessageAdded: self._message_added,
+            MessageAcked: self._message_acked,
+            DeliveryCountUpdated: self._delivery_count,
+            MetaRecord: self._meta,
+            HighestIds: self._highest_ids,
+        }
+
+    def apply(self, record: Record, seq: int, offset: int, size: int) -> None:
+        self.segment_total[seq] = self.segment_total.get(seq, 0) + size
+        self._apply[type(record)](record, seq, offset, size)
+
+    def live_records(self) -> int:
+        return len(self.addresses) + len(self.queues) + len(self.messages) + len(self.meta)
+
+    def recovered(self) -> Recovered:
+        records = self.records or {}
+        messages = {
+            mid: RecoveredMessage(records[mid], list(m.refs), dict(m.counts or {}))
+            for mid, m in self.messages.items()
+        }
+        a, q, m = self.max_ids
+        return Recovered(dict(self.addresses), dict(self.queues), messages, dict(self.meta), a, q, m)
+
+    def forget_segment(self, seq: int) -> None:
+        self.segment_total.pop(seq, None)
+        self.segment_live.pop(seq, None)
+
+    # --- accounting ---
+
+    def _live(self, key: tuple[str, Any], seq: int, size: int) -> None:
+        self._dead(key)
+        self.locations[key] = (seq, size)
+        self.segment_live[seq] = self.segment_live.get(seq, 0) + size
+
+    def _dead(self, key: tuple[str, Any]) -> None:
+        loc = self.locations.pop(key, None)
+        if loc is not None:
+            self.segment_live[loc[0]] -= loc[1]
+
+    def _bump(self, kind: int, value: int) -> None:
+        if value > self.max_ids[kind]:
+            self.max_ids[kind] = value
+
+    # --- one handler per record type: (record, seq, offset, size) ---
+
+    def _address_added(self, r: AddressAdded, seq: int, _offset: int, size: int) -> None:
+        self._bump(0, r.address_id)
+        self.addresses[r.address_id] = r
+        self._live(("a", r.address_id), seq, size)
+
+    def _address_removed(self, r: AddressRemoved, _seq: int, _offset: int, _size: int) -> None:
+        self._bump(0, r.address_id)
+        self.addresses.pop(r.address_id, None)
+        self._dead(("a", r.address_id))
+
+    def _queue_added(self, r: QueueAdded, seq: int, _offset: int, size: int) -> None:
+        self._bump(1, r.queue_id)
+        self.queues[r.queue_id] = r
+        self._live(("q", r.queue_id), seq, size)
+
+    def _queue_removed(self, r: QueueRemoved, _seq: int, _offset: int, _size: int) -> None:
+        self._bump(1, r.queue_id)
+        if self.queues.pop(r.queue_id, None) is None:
+            return
+        self._dead(("q", r.queue_id))
+        # rare and administrative, so a scan is fine; an index per queue would cost on every message
+        for mid in [mid for mid, m in self.messages.items() if r.queue_id in m.refs]:
+            self._drop_ref(mid, self.messages[mid], r.queue_id)
+
+    def _message_added(self, r: MessageAdded, seq: int, offset: int, size: int) -> None:
+        self._bump(2, r.message_id)
+        old = self.messages.get(r.message_id)
+        if old is not None:  # written twice: the later record replaces the earlier one
+            self._message_dead(r.message_id, old)
+        for q in r.queue_ids:
+            self._bump(1, q)
+        refs = [q for q in r.queue_ids if q in self.queues]
+        if not refs:
+            return
+        self.messages[r.message_id] = LiveMessage(seq, offset, size, refs, None, len(refs) < len(r.queue_ids))
+        self.segment_live[seq] = self.segment_live.get(seq, 0) + size
+        if self.records is not None:
+            self.records[r.message_id] = r
+
+    def _message_acked(self, r: MessageAcked, _seq: int, _offset: int, _size: int) -> None:
+        self._bump(1, r.queue_id)
+        self._bump(2, r.message_id)
+        m = self.messages.get(r.message_id)
+        if m is not None and r.queue_id in m.refs:
+            self._drop_ref(r.message_id, m, r.queue_id)
+
+    def _delivery_count(self, r: DeliveryCountUpdated, _seq: int, _offset: int, _size: int) -> None:
+        m = self.messages.get(r.message_id)
+        if m is not None and r.queue_id in m.refs:
+            if m.counts is None:
+                m.counts = {}
+            m.counts[r.queue_id] = r.delivery_count
+
+    def _meta(self, r: MetaRecord, seq: int, _offset: int, size: int) -> None:
+        self.meta[r.key] = r.value
+        self._live(("m", r.key), seq, size)
+
+    def _highest_ids(self, r: HighestIds, _seq: int, _offset: int, _size: int) -> None:
+        self._bump(0, r.address_id)
+        self._bump(1, r.queue_id)
+        self._bump(2, r.message_id)
+
+    def _drop_ref(self, mid: int, m: LiveMessage, queue_id: int) -> None:
+        m.refs.remove(queue_id)
+        m.trimmed = True
+        if m.counts:
+            m.counts.pop(queue_id, None)
+        if not m.refs:
+            self._message_dead(mid, m)
+
+    def _message_dead(self, mid: int, m: LiveMessage) -> None:
+        del self.messages[mid]
+        self.segment_live[m.seq] -= m.size
+        if self.records is not None:
+            self.records.pop(mid, None)
