@@ -78,6 +78,6 @@ def _command_target(command: str, target: str, root: Path) -> Iterator[Endpoint]
             return answers_amqp(host, port)
 
         wait_until(ready, 60, f"broker command {argv} on port {port}")
-        yield Endpoint(argv[0], url, process.pid, _plain_address)
+        yield Endpoint(Path(argv[0]).name, url, process.pid, _plain_address)
     finally:
         stop_session(process, grace=15)
