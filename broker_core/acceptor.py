@@ -63,8 +63,7 @@ class AmqpSocket(asyncio.Protocol):
     # asyncio callbacks ----------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio's classes
         peer = transport.get_extra_info("peername")
         name = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         limit = self.acceptor.connections_allowed

@@ -502,8 +502,18 @@ class BrokerEndpoint:
     # ------------------------------------------------------------------------------------ detach
 
     def on_detach(self, link: Link, detach: Detach) -> None:
-        self._link_gone(link, closed=bool(detach.closed))
-        self.mark_dirty()
+        closed = bool(detach.closed)
+        self._link_gone(link, closed=closed)
+        # Answer once every ack and settlement made on this link is on disk: a client that waits for
+        # the detach then knows its acks are durable.
+        link.reply_deferred = True
+
+        def reply() -> None:
+            if not self.conn.closed:
+                self.conn.detach(link, closed=closed)
+                self.mark_dirty()
+
+        self.server.after_durable(reply)
 
     def _link_gone(self, link: Link, closed: bool) -> None:
         consumer = link.context

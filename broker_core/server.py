@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from .config.model import AddressSettings, BrokerConfig, RoutingType
-from .journal import Journal, records
+from .journal import records
+from .journal.journal import Journal
 from .journal.node_id import load_or_create_node_id
 from .message import MessageView
 from .queues import MessageRef, Queue, StoredMessage

@@ -81,6 +81,7 @@ class Link:
         "partial_size",
         "remote_attach",
         "remote_handle",
+        "reply_deferred",
         "session",
     )
 
@@ -101,6 +102,7 @@ class Link:
         self.closed_remotely = False
         self.partial: Any = None  # receiver: [delivery_id, tag, settled, chunks, message_format]
         self.partial_size = 0
+        self.reply_deferred = False  # the handler answers the peer's detach itself (e.g. once durable)
         self.context: Any = None  # the handler's object for this link
 
     @property
@@ -608,7 +610,7 @@ class Connection:
         link = s.links_by_remote_handle.get(detach.handle) or self._link_by_remote_handle(s, detach.handle)
         link.closed_remotely = True
         self.handler.on_detach(link, detach)
-        if not link.closed_locally:
+        if not link.closed_locally and not link.reply_deferred:
             self.detach(link, closed=bool(detach.closed))
         self._drop_link_if_done(link)
 
