@@ -59,6 +59,7 @@ class Journal:
         self._compact_requested = False
         self._stopping = False
         self._open = False
+        self._closed = False
         self._failure: BaseException | None = None
         self._thread: threading.Thread | None = None
         self._state = LiveState()
@@ -92,20 +93,19 @@ class Journal:
         return recovered
 
     def close(self) -> None:
-        """Write and sync everything appended so far, stop the writer thread, close the files."""
+        """Write and sync everything appended so far, stop the writer thread, close the files.
+
+        Raises JournalFailedError if the writer had failed (appends since then were not durable)."""
         with self._lock:
-            if not self._open:
+            if self._thread is None or self._closed:
                 return
-            self._stopping = True
+            self._closed = self._stopping = True
             self._work.notify()
-        assert self._thread is not None
         self._thread.join()
-        with self._lock:
-            self._open = False
         if self._writer is not None:
-            self._writer.close()
+            self._writer.close(sync=self._failure is None)
         if self._failure is not None:
-            raise JournalFailedError("journal failed before close") from self._failure
+            raise JournalFailedError("the journal failed before close") from self._failure
 
     def __enter__(self) -> Journal:
         return self

@@ -70,9 +70,10 @@ class SegmentWriter:
         self._write(chunk)
         self._sync_active()
 
-    def close(self) -> None:
+    def close(self, sync: bool = True) -> None:
         if self._fd >= 0:
-            self._sync_active()
+            if sync:
+                self._sync_active()
             os.close(self._fd)
             self._fd = -1
 
