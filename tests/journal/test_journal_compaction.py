@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import shutil
 import threading
@@ -110,7 +111,7 @@ def test_appends_queued_during_compaction_are_written_after_it_in_order(tmp_path
     compactor = threading.Thread(target=journal.compact)
     compactor.start()
     for mid in range(400, 450):
-        journal.append(message(mid, (1,)), lambda mid=mid: seen.append(mid))
+        journal.append(message(mid, (1,)), functools.partial(seen.append, mid))
     compactor.join()
     journal.close()
     assert seen == list(range(400, 450))

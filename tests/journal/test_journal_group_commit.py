@@ -109,7 +109,9 @@ def test_flush_returns_when_everything_is_durable(tmp_path: Path) -> None:
         assert len(list(iter_records(tmp_path))) == 201
 
 
-def test_a_failing_callback_does_not_stop_the_others(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_failing_callback_does_not_stop_the_others(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     seen: list[int] = []
 
     def boom() -> None:

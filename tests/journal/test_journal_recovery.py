@@ -84,7 +84,9 @@ def last_record_bounds(directory: Path) -> tuple[Path, int, int]:
     return path, end - len(encode(message(3))), end
 
 
-def test_torn_tail_at_every_offset_of_the_last_record(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_torn_tail_at_every_offset_of_the_last_record(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     original = tmp_path / "original"
     write(original, ADDRESS, QUEUE_A, QUEUE_B, message(1), message(2), message(3))
     path, start, end = last_record_bounds(original)
