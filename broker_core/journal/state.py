@@ -171,6 +171,8 @@ class LiveState:
             self._drop_ref(r.message_id, m, r.queue_id)
 
     def _delivery_count(self, r: DeliveryCountUpdated, _seq: int, _offset: int, _size: int) -> None:
+        self._bump(1, r.queue_id)
+        self._bump(2, r.message_id)
         m = self.messages.get(r.message_id)
         if m is not None and r.queue_id in m.refs:
             if m.counts is None:
