@@ -25,8 +25,13 @@ CYCLES = 5
 @pytest.mark.slow
 def test_random_sigkill_cycles_keep_exactly_the_acknowledged_state(tmp_path: Path) -> None:
     rng = random.Random(20261122)
-    broker = BrokerProcess(tmp_path / "b", xml_kwargs={"addresses":
-                           '<address name="work"><anycast><queue name="work"/></anycast></address>'})  # fmt: skip
+    # Unlimited delivery attempts: looking at the queue after each restart is a consumer loss, and
+    # dead-lettering after a few of those would hide the state under test.
+    broker = BrokerProcess(tmp_path / "b", xml_kwargs={
+        "addresses": '<address name="work"><anycast><queue name="work"/></anycast></address>',
+        "address_settings": '<address-setting match="#"><max-delivery-attempts>-1</max-delivery-attempts>'
+                            "</address-setting>",
+    })  # fmt: skip
     present: set[int] = set()  # confirmed in the queue
     in_doubt_send: set[int] = set()
     in_doubt_ack: set[int] = set()
@@ -50,9 +55,9 @@ def test_random_sigkill_cycles_keep_exactly_the_acknowledged_state(tmp_path: Pat
                     taken = []
                     for _ in range(rng.randint(1, 10)):
                         m = receiver.receive(timeout=5)
+                        in_doubt_ack.add(m.body)  # from here the ack may or may not reach the broker
                         receiver.accept()
                         taken.append(m.body)
-                        in_doubt_ack.add(m.body)
                     receiver.close()  # returns once the broker answered: the acks are durable
                     for mid in taken:
                         in_doubt_ack.discard(mid)
@@ -63,7 +68,7 @@ def test_random_sigkill_cycles_keep_exactly_the_acknowledged_state(tmp_path: Pat
         broker.kill()
         # Settle the in-doubt set against what the broker recovered.
         broker.start()
-        remaining = [m.body for m in receive(broker.url, "work", 100000, timeout=1.0, accept=False)]
+        remaining = [m.body for m in receive(broker.url, "work", 100000, timeout=1.0, accept=None)]
         assert len(remaining) == len(set(remaining)), "a message came back twice"
         got = set(remaining)
         missing = present - got - in_doubt_ack
@@ -76,4 +81,3 @@ def test_random_sigkill_cycles_keep_exactly_the_acknowledged_state(tmp_path: Pat
         assert remaining == sorted(remaining), "queue order changed across recovery"
         broker.stop()
     assert next_id > 0
-    assert "cut" in "".join(broker.log() for _ in [0]) or True  # torn tails are optional per cycle

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import socket
 import threading
@@ -14,7 +15,8 @@ from tests.support.broker import BrokerProcess
 from tests.support.client import connect
 from proton import Message
 
-ITERATIONS = 300
+ITERATIONS = int(os.environ.get("FUZZ_ITERATIONS", "300"))
+SEED = int(os.environ.get("FUZZ_SEED", "7"))
 
 
 def _valid_session_bytes() -> list[bytes]:
@@ -68,7 +70,7 @@ def _attack(url_port: int, payload: bytes) -> None:
 def test_fuzzed_frames_never_disturb_a_good_client(tmp_path: Path) -> None:
     broker = BrokerProcess(tmp_path / "b")
     broker.start()
-    rng = random.Random(7)
+    rng = random.Random(SEED)
     parts = _valid_session_bytes()
     errors: list[BaseException] = []
     done = threading.Event()

@@ -263,7 +263,7 @@ def _char(buf: bytes, pos: int) -> tuple[Any, int]:
     _need(buf, pos + 4)
     try:
         return chr(_I(buf, pos)[0]), pos + 4
-    except ValueError as exc:
+    except (ValueError, OverflowError) as exc:
         raise DecodeError("invalid char") from exc
 
 

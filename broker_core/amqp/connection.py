@@ -251,6 +251,9 @@ class Connection:
             self.fail(exc.condition, exc.description)
         except DecodeError as exc:
             self.fail(errors.DECODE_ERROR, str(exc))
+        except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+            # a well-formed encoding with values of the wrong type or range for their field
+            self.fail(errors.DECODE_ERROR, f"invalid field value: {type(exc).__name__}: {exc}"[:200])
 
     def fail(self, condition: str, description: str) -> None:
         """Close the connection with an error (a no-op once closed)."""

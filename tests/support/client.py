@@ -42,8 +42,12 @@ def send(url: str, address: str, bodies: Iterable[Any], *, durable: bool = True,
 
 
 def receive(url: str, address: str, count: int, *, timeout: float = 10.0, user: str | None = None,
-            password: str | None = None, accept: bool = True) -> list[Message]:  # fmt: skip
-    """Receive up to `count` messages (stopping early when none arrives within `timeout`)."""
+            password: str | None = None, accept: bool | None = True) -> list[Message]:  # fmt: skip
+    """Receive up to `count` messages (stopping early when none arrives within `timeout`).
+
+    accept: True accepts each, False releases each, None leaves them unsettled (they return to the
+    queue when the connection closes: a way to look without consuming).
+    """
     out: list[Message] = []
     with connect(url, user, password) as conn:
         receiver: BlockingReceiver = conn.create_receiver(address, credit=min(count, 500) or 1)
@@ -55,7 +59,7 @@ def receive(url: str, address: str, count: int, *, timeout: float = 10.0, user: 
             out.append(msg)
             if accept:
                 receiver.accept()
-            else:
+            elif accept is False:
                 receiver.release()
     return out
 

@@ -1,0 +1,38 @@
+"""Start our broker for the benchmark harness: `--broker-cmd "python bench/ours_broker.py {workdir} {port}"`.
+
+Fresh `bench-*` addresses are auto-created as durable anycast queues (default-address-routing-type
+ANYCAST), the usual Artemis setting for AMQP point-to-point traffic, so durable messages are journalled
+and fsynced before they are Accepted.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+XML = """<?xml version="1.0"?>
+<configuration xmlns="urn:activemq">
+  <core xmlns="urn:activemq:core">
+    <name>bench</name>
+    <persistence-enabled>true</persistence-enabled>
+    <security-enabled>false</security-enabled>
+    <journal-directory>data/journal</journal-directory>
+    <acceptors><acceptor name="amqp">tcp://127.0.0.1:{port}?protocols=AMQP</acceptor></acceptors>
+    <address-settings>
+      <address-setting match="#">
+        <default-address-routing-type>ANYCAST</default-address-routing-type>
+        <default-queue-routing-type>ANYCAST</default-queue-routing-type>
+      </address-setting>
+    </address-settings>
+  </core>
+</configuration>
+"""
+
+if __name__ == "__main__":
+    workdir, port = Path(sys.argv[1]), sys.argv[2]
+    etc = workdir / "etc"
+    etc.mkdir(parents=True, exist_ok=True)
+    (etc / "broker.xml").write_text(XML.replace("{port}", port))
+    argv = [sys.executable, "-m", "broker_core.cli", "run", "--config", str(etc / "broker.xml"), "--log-level", "WARNING"]
+    os.execv(sys.executable, argv)
