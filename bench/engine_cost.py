@@ -89,7 +89,8 @@ def ours(hs: bytes, transfers: bytes, n: int, chunk: int = 65536) -> float:
 
 
 def proton_engine(hs: bytes, transfers: bytes, n: int, chunk: int = 65536) -> float:
-    from proton import Collector, Connection as PConn, Delivery, Event, SASL, Transport
+    from proton import SASL, Collector, Delivery, Event, Transport
+    from proton import Connection as PConn
 
     t = Transport(Transport.SERVER)
     sasl = t.sasl()

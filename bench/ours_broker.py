@@ -34,5 +34,14 @@ if __name__ == "__main__":
     etc = workdir / "etc"
     etc.mkdir(parents=True, exist_ok=True)
     (etc / "broker.xml").write_text(XML.replace("{port}", port))
-    argv = [sys.executable, "-m", "broker_core.cli", "run", "--config", str(etc / "broker.xml"), "--log-level", "WARNING"]
+    argv = [
+        sys.executable,
+        "-m",
+        "broker_core.cli",
+        "run",
+        "--config",
+        str(etc / "broker.xml"),
+        "--log-level",
+        "WARNING",
+    ]
     os.execv(sys.executable, argv)

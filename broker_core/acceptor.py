@@ -52,7 +52,9 @@ class Flusher:
 class AmqpSocket(asyncio.Protocol):
     """One accepted TCP (or TLS) connection."""
 
-    def __init__(self, server: Server, acceptor: Acceptor, flusher: Flusher, registry: set[AmqpSocket]) -> None:
+    def __init__(
+        self, server: Server, acceptor: Acceptor, flusher: Flusher, registry: set[AmqpSocket]
+    ) -> None:
         self.server = server
         self.acceptor = acceptor
         self.flusher = flusher
@@ -62,13 +64,15 @@ class AmqpSocket(asyncio.Protocol):
 
     # asyncio callbacks ----------------------------------------------------------------------------
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio's classes
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport  # uvloop transports are not asyncio classes, hence Any
         peer = transport.get_extra_info("peername")
         name = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         limit = self.acceptor.connections_allowed
         if 0 <= limit <= len(self.registry):
-            log.warning("acceptor %s: refusing %s, connectionsAllowed=%d reached", self.acceptor.name, name, limit)
+            log.warning(
+                "acceptor %s: refusing %s, connectionsAllowed=%d reached", self.acceptor.name, name, limit
+            )
             transport.abort()
             return
         transport.set_write_buffer_limits(high=HIGH_WATER)
@@ -154,7 +158,7 @@ def ssl_context(acceptor: Acceptor) -> ssl.SSLContext | None:
         raise ValueError(f"acceptor {acceptor.name}: sslEnabled needs sslCertPath (PEM) or keyStorePath")
     if cert.endswith((".jks", ".p12", ".pfx")):
         raise ValueError(
-            f"acceptor {acceptor.name}: key store {cert} is not PEM; convert it and set sslCertPath/sslKeyPath"
+            f"acceptor {acceptor.name}: key store {cert} is not PEM; convert it, set sslCertPath/sslKeyPath"
         )
     ctx.load_cert_chain(cert, key, password=tls.key_store_password)
     if tls.ca_path or tls.trust_store_path:
@@ -185,7 +189,9 @@ class Listener:
             def factory(a: Acceptor = a) -> AmqpSocket:
                 return AmqpSocket(self.server, a, self.flusher, self.sockets)
 
-            srv = await self.loop.create_server(factory, a.host, a.port, ssl=ctx, reuse_address=True, backlog=512)
+            srv = await self.loop.create_server(
+                factory, a.host, a.port, ssl=ctx, reuse_address=True, backlog=512
+            )
             self.servers.append(srv)
             host, port = srv.sockets[0].getsockname()[:2]
             self.bound[a.name] = (host, port)

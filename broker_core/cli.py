@@ -34,12 +34,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
         log.warning("%s", w)
     if args.data_dir:
         base = Path(args.data_dir).resolve()
-        cfg = cfg.model_copy(update={"journal_directory": base / "journal", "bindings_directory": base / "bindings",
-                                     "paging_directory": base / "paging",
-                                     "large_messages_directory": base / "large-messages"})  # fmt: skip
+        cfg = cfg.model_copy(
+            update={
+                "journal_directory": base / "journal",
+                "bindings_directory": base / "bindings",
+                "paging_directory": base / "paging",
+                "large_messages_directory": base / "large-messages",
+            }
+        )
     if cfg.broker_connections:
-        log.warning("broker connections (%s) are configured but not implemented yet: ignored",
-                    ", ".join(c.name for c in cfg.broker_connections))  # fmt: skip
+        log.warning(
+            "broker connections (%s) are configured but not implemented yet: ignored",
+            ", ".join(c.name for c in cfg.broker_connections),
+        )
     return run([cfg])
 
 

@@ -13,6 +13,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from .config import load_config
 from .runtime import Broker, new_loop
@@ -127,7 +128,8 @@ def main(messages: int = 2000) -> int:
             except Exception:
                 break
             consumer.accept()
-            survivors.append(m.body["order"])
+            body: Any = m.body
+            survivors.append(body["order"])
         conn.close()
         broker.stop()
         elapsed = time.monotonic() - t0
@@ -137,8 +139,10 @@ def main(messages: int = 2000) -> int:
         print(f"  durable orders sent and accepted : {messages}")
         print(f"  price ticks (multicast) received : {ticks}")
         print(f"  orders consumed before restart   : {half}")
-        print(f"  orders recovered after restart   : {len(survivors)} "
-              f"({'exactly the unconsumed ones, in order' if survivors == expected else 'MISMATCH'})")  # fmt: skip
+        print(
+            f"  orders recovered after restart   : {len(survivors)} "
+            f"({'exactly the unconsumed ones, in order' if survivors == expected else 'MISMATCH'})"
+        )
         print(f"  messages routed by the broker    : {before['messages_routed']}")
         print(f"  wall time                        : {elapsed:.1f} s")
         return 0 if survivors == expected else 1

@@ -10,7 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .amqp.codec import DecodeError, Described, decode_value, enc_bool, enc_list_of_encoded, enc_ubyte, enc_uint, skip_value
+from .amqp.codec import (
+    DecodeError,
+    Described,
+    decode_value,
+    enc_bool,
+    enc_list_of_encoded,
+    enc_ubyte,
+    enc_uint,
+    skip_value,
+)
 
 HEADER = 0x70
 DELIVERY_ANNOTATIONS = 0x71

@@ -52,7 +52,7 @@ DEFAULT_MAX_MESSAGE_SIZE = 100 * 1024 * 1024
 
 
 class Producer:
-    __slots__ = ("address", "routing_type", "credit_low", "credit_window", "checked")
+    __slots__ = ("address", "checked", "credit_low", "credit_window", "routing_type")
 
     def __init__(self, address: str | None, routing_type: str | None, window: int, low: int) -> None:
         self.address = address  # None: anonymous relay, the message's `to` decides
@@ -65,10 +65,11 @@ class Producer:
 class LinkConsumer:
     """A queue consumer backed by a sender link of ours."""
 
-    __slots__ = ("endpoint", "link", "presettled", "queue", "subscription", "tag", "closed")
+    __slots__ = ("closed", "endpoint", "link", "presettled", "queue", "subscription", "tag")
 
-    def __init__(self, endpoint: BrokerEndpoint, link: Link, queue: Queue, presettled: bool,
-                 subscription: str | None) -> None:  # fmt: skip
+    def __init__(
+        self, endpoint: BrokerEndpoint, link: Link, queue: Queue, presettled: bool, subscription: str | None
+    ) -> None:
         self.endpoint = endpoint
         self.link = link
         self.queue = queue
@@ -79,8 +80,12 @@ class LinkConsumer:
 
     def can_take(self) -> bool:
         link = self.link
-        return (link.credit > 0 and link.session.remote_incoming_window > 0 and not self.closed
-                and self.endpoint.writable)  # fmt: skip
+        return (
+            link.credit > 0
+            and link.session.remote_incoming_window > 0
+            and not self.closed
+            and self.endpoint.writable
+        )
 
     def deliver(self, ref: MessageRef) -> None:
         ep = self.endpoint
@@ -226,7 +231,9 @@ class BrokerEndpoint:
 
     def _refuse(self, link: Link, attach: Attach, condition: str, description: str) -> None:
         # A refused attach is answered with a null terminus, then detached with the error (part 2.6.3).
-        reply = Attach(name=link.name, snd_settle_mode=attach.snd_settle_mode, rcv_settle_mode=attach.rcv_settle_mode)
+        reply = Attach(
+            name=link.name, snd_settle_mode=attach.snd_settle_mode, rcv_settle_mode=attach.rcv_settle_mode
+        )
         if link.is_sender:
             reply.target = attach.target
         else:
@@ -283,7 +290,7 @@ class BrokerEndpoint:
         routing_type = None
         if isinstance(target, Target) and target.dynamic:
             raise BrokerError(errors.NOT_IMPLEMENTED, "dynamic targets are not supported")
-        if address:
+        if address and isinstance(target, Target):
             address, routing_type = self._strip_prefix(address)
             routing_type = routing_type or self._routing_type(symbols(target.capabilities), address)
             self.server.check(self.conn.user, address, "send")
@@ -311,9 +318,12 @@ class BrokerEndpoint:
         source = attach.source
         if not isinstance(source, Source):
             raise BrokerError(errors.INVALID_FIELD, "consumer attach without a source")
-        if source.filter and any(str(k) == SELECTOR_FILTER or getattr(v, "descriptor", None) == SELECTOR_FILTER
-                                 or getattr(v, "descriptor", None) == 0x0000468C00000004
-                                 for k, v in source.filter.items()):  # fmt: skip
+        if source.filter and any(
+            str(k) == SELECTOR_FILTER
+            or getattr(v, "descriptor", None) == SELECTOR_FILTER
+            or getattr(v, "descriptor", None) == 0x0000468C00000004
+            for k, v in source.filter.items()
+        ):
             raise BrokerError(errors.NOT_IMPLEMENTED, "message selectors are not supported yet")
         srv, user = self.server, self.conn.user
         subscription = None
@@ -330,9 +340,10 @@ class BrokerEndpoint:
             if "::" in address:  # fully qualified queue name address::queue
                 address, qname = address.split("::", 1)
                 srv.check(user, f"{address}::{qname}", "consume")
-                queue = srv.queues.get(qname)
-                if queue is None or queue.address != address:
+                found = srv.queues.get(qname)
+                if found is None or found.address != address:
                     raise BrokerError(errors.NOT_FOUND, f"queue {qname} on address {address} does not exist")
+                queue = found
             else:
                 caps = symbols(source.capabilities)
                 routing_type = routing_type or self._routing_type(caps, address)
@@ -343,7 +354,9 @@ class BrokerEndpoint:
                 else:
                     queue, subscription = self._subscription(link, source, address, caps)
         if 0 <= queue.max_consumers <= len(queue.consumers):
-            raise BrokerError(errors.RESOURCE_LIMIT_EXCEEDED, f"queue {queue.name} has its maximum of consumers")
+            raise BrokerError(
+                errors.RESOURCE_LIMIT_EXCEEDED, f"queue {queue.name} has its maximum of consumers"
+            )
         presettled = attach.snd_settle_mode == 1
         consumer = LinkConsumer(self, link, queue, presettled, subscription)
         link.context = consumer
@@ -360,7 +373,9 @@ class BrokerEndpoint:
         queue.add_consumer(consumer)
         self.mark_dirty()
 
-    def _subscription(self, link: Link, source: Source, address: str, caps: tuple[str, ...]) -> tuple[Queue, str]:
+    def _subscription(
+        self, link: Link, source: Source, address: str, caps: tuple[str, ...]
+    ) -> tuple[Queue, str]:
         """Multicast consumer: its own subscription queue (durable when the terminus says so)."""
         srv, user = self.server, self.conn.user
         durable = bool(source.durable) and source.expiry_policy == "never"
@@ -382,12 +397,15 @@ class BrokerEndpoint:
         else:
             name = str(uuid.uuid4())
         srv.check(user, address, "createNonDurableQueue")
-        return srv.create_queue(name, address, MULTICAST, durable=False, temporary=True, auto_created=True), "volatile"
+        return srv.create_queue(
+            name, address, MULTICAST, durable=False, temporary=True, auto_created=True
+        ), "volatile"
 
     # ---------------------------------------------------------------------------------- transfer
 
-    def on_delivery(self, link: Link, delivery_id: int, tag: bytes, settled: bool, payload: bytes,
-                    message_format: int) -> None:  # fmt: skip
+    def on_delivery(
+        self, link: Link, delivery_id: int, tag: bytes, settled: bool, payload: bytes, message_format: int
+    ) -> None:
         producer = link.context
         if not isinstance(producer, Producer):
             return
@@ -427,10 +445,14 @@ class BrokerEndpoint:
         else:
             self._accept_later(session, delivery_id)
 
-    def _reject(self, session: Session, delivery_id: int, settled: bool, condition: str, description: str) -> None:
+    def _reject(
+        self, session: Session, delivery_id: int, settled: bool, condition: str, description: str
+    ) -> None:
         log.info("%s: message rejected: %s", self.peer, description)
         if not settled:
-            self._settle_one(session, delivery_id, Rejected(error=Error(condition=condition, description=description)))
+            self._settle_one(
+                session, delivery_id, Rejected(error=Error(condition=condition, description=description))
+            )
 
     # ------------------------------------------------------------------------------------ flow
 
@@ -457,8 +479,9 @@ class BrokerEndpoint:
 
     # ----------------------------------------------------------------------------------- outcomes
 
-    def on_disposition(self, session: Session, role: bool, first: int, last: int, settled: bool,
-                       state: Any) -> None:  # fmt: skip
+    def on_disposition(
+        self, session: Session, role: bool, first: int, last: int, settled: bool, state: Any
+    ) -> None:
         if not role:
             for i in _ids(first, last, session.incoming_unsettled):
                 session.incoming_unsettled.pop(i, None)
@@ -482,8 +505,11 @@ class BrokerEndpoint:
             elif isinstance(state, Released):
                 srv.release(ref, delivery_failed=False)
             elif isinstance(state, Modified):
-                srv.release(ref, delivery_failed=bool(state.delivery_failed),
-                            undeliverable=bool(state.undeliverable_here))  # fmt: skip
+                srv.release(
+                    ref,
+                    delivery_failed=bool(state.delivery_failed),
+                    undeliverable=bool(state.undeliverable_here),
+                )
             elif isinstance(state, Rejected):
                 srv.dead_letter(ref)
             else:
@@ -524,15 +550,18 @@ class BrokerEndpoint:
         q = consumer.queue
         q.remove_consumer(consumer)
         session = link.session
-        held = [ctx for did, (lk, ctx) in list(session.outgoing_unsettled.items()) if lk is link
-                and session.outgoing_unsettled.pop(did, None) is not None]  # fmt: skip
+        held = [
+            ctx
+            for did, (lk, ctx) in list(session.outgoing_unsettled.items())
+            if lk is link and session.outgoing_unsettled.pop(did, None) is not None
+        ]
         refs = [r for r in held if isinstance(r, MessageRef) and r.consumer is consumer]
         if refs:
             self.server.requeue_all(refs)
         sub = consumer.subscription
-        if sub in ("volatile", "temporary") and not q.consumers and q.name in self.server.queues:
-            self.server.delete_queue(q.name)
-        elif sub == "durable" and closed and not q.consumers and q.name in self.server.queues:
+        if (sub in ("volatile", "temporary") and not q.consumers and q.name in self.server.queues) or (
+            sub == "durable" and closed and not q.consumers and q.name in self.server.queues
+        ):
             self.server.delete_queue(q.name)
 
     def connection_lost(self) -> None:

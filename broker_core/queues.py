@@ -31,8 +31,16 @@ class StoredMessage:
         "via_mirror",
     )
 
-    def __init__(self, id: int, address: str, payload: bytes, durable: bool, expiry_ms: int,
-                 timestamp_ms: int, priority: int = 4) -> None:  # fmt: skip
+    def __init__(
+        self,
+        id: int,
+        address: str,
+        payload: bytes,
+        durable: bool,
+        expiry_ms: int,
+        timestamp_ms: int,
+        priority: int = 4,
+    ) -> None:
         self.id = id
         self.address = address
         self.payload = payload
@@ -65,6 +73,7 @@ class Consumer(Protocol):
 
 class Queue:
     __slots__ = (
+        "_rr",
         "acked",
         "added",
         "address",
@@ -85,12 +94,23 @@ class Queue:
         "purge_on_no_consumers",
         "routing_type",
         "temporary",
-        "_rr",
     )
 
-    def __init__(self, id: int, name: str, address: str, routing_type: str, *, durable: bool = True,
-                 filter_string: str | None = None, max_consumers: int = -1, auto_created: bool = False,
-                 internal: bool = False, temporary: bool = False, purge_on_no_consumers: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        id: int,
+        name: str,
+        address: str,
+        routing_type: str,
+        *,
+        durable: bool = True,
+        filter_string: str | None = None,
+        max_consumers: int = -1,
+        auto_created: bool = False,
+        internal: bool = False,
+        temporary: bool = False,
+        purge_on_no_consumers: bool = False,
+    ) -> None:
         self.id = id
         self.name = name
         self.address = address

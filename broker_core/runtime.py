@@ -31,7 +31,12 @@ class Broker:
         self.on_started: list[Callable[[Broker], None]] = []
 
     async def start(self) -> None:
-        self.server.start(dispatch=self.loop.call_soon_threadsafe)
+        loop = self.loop
+
+        def dispatch(callback: Callable[[], None]) -> None:
+            loop.call_soon_threadsafe(callback)
+
+        self.server.start(dispatch=dispatch)
         self.listener = Listener(self.server, self.loop)
         await self.listener.start()
         for cb in self.on_started:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config.model import AddressSettings, BrokerConfig, RoutingType
+from .config.model import AddressSettings, BrokerConfig
 from .journal import records
 from .journal.journal import Journal
 from .journal.node_id import load_or_create_node_id
@@ -69,8 +69,13 @@ class Observer:
 
 
 class Server:
-    def __init__(self, config: BrokerConfig, *, log: logging.Logger | None = None,
-                 clock: Callable[[], float] = time.time) -> None:  # fmt: skip
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        log: logging.Logger | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.config = config
         self.name = config.name
         self.log = log or logging.getLogger(f"broker.{config.name}")
@@ -89,16 +94,23 @@ class Server:
         self._settings_cache: dict[str, AddressSettings] = {}
         self._flush_scheduler: Callable[[], None] | None = None
         self._flush_scheduled = False
-        self.user_store = UserStore({u.name: u.password for u in config.users},
-                                    {u.name: config.roles_of(u.name) for u in config.users})  # fmt: skip
+        self.user_store = UserStore(
+            {u.name: u.password for u in config.users},
+            {u.name: config.roles_of(u.name) for u in config.users},
+        )
         rules = {
             s.match: {Permission(p.value): roles for p, roles in s.permissions.items()}
             for s in config.security_settings
         }
         self.authorizer = Authorizer(config.security_enabled, SecuritySettings(rules), self.user_store)
         self.started = False
-        self.stats = {"messages_routed": 0, "messages_unrouted": 0, "messages_acked": 0, "messages_expired": 0,
-                      "messages_killed": 0}  # fmt: skip
+        self.stats = {
+            "messages_routed": 0,
+            "messages_unrouted": 0,
+            "messages_acked": 0,
+            "messages_expired": 0,
+            "messages_killed": 0,
+        }
 
     # ------------------------------------------------------------------------------------ lifecycle
 
@@ -123,13 +135,24 @@ class Server:
             addr.routing_types |= {rt.value for rt in acfg.routing_types}
             for qcfg in acfg.queues:
                 if qcfg.name not in self.queues:
-                    self.create_queue(qcfg.name, acfg.name, qcfg.routing_type.value, durable=qcfg.durable,
-                                      filter_string=qcfg.filter, max_consumers=qcfg.max_consumers,
-                                      purge_on_no_consumers=qcfg.purge_on_no_consumers)  # fmt: skip
+                    self.create_queue(
+                        qcfg.name,
+                        acfg.name,
+                        qcfg.routing_type.value,
+                        durable=qcfg.durable,
+                        filter_string=qcfg.filter,
+                        max_consumers=qcfg.max_consumers,
+                        purge_on_no_consumers=qcfg.purge_on_no_consumers,
+                    )
         self.started = True
-        self.log.info("server %s started: node id %s, %d addresses, %d queues, %d messages",
-                      self.name, self.node_id, len(self.addresses), len(self.queues),
-                      sum(q.depth for q in self.queues.values()))  # fmt: skip
+        self.log.info(
+            "server %s started: node id %s, %d addresses, %d queues, %d messages",
+            self.name,
+            self.node_id,
+            len(self.addresses),
+            len(self.queues),
+            sum(q.depth for q in self.queues.values()),
+        )
 
     def stop(self) -> None:
         self.flush_pending()
@@ -140,26 +163,41 @@ class Server:
 
     def _recover(self, state: Any) -> None:
         for a in state.addresses.values():
-            addr = Address(a.name, set(a.routing_types), id=a.address_id, auto_created=a.auto_created,
-                           internal=a.internal)  # fmt: skip
+            addr = Address(
+                a.name,
+                set(a.routing_types),
+                id=a.address_id,
+                auto_created=a.auto_created,
+                internal=a.internal,
+            )
             self.addresses[a.name] = addr
         for qrec in state.queues.values():
-            q = Queue(qrec.queue_id, qrec.name, qrec.address, qrec.routing_type, durable=True,
-                      filter_string=qrec.filter_string, max_consumers=qrec.max_consumers,
-                      auto_created=qrec.auto_created, internal=qrec.internal)  # fmt: skip
+            q = Queue(
+                qrec.queue_id,
+                qrec.name,
+                qrec.address,
+                qrec.routing_type,
+                durable=True,
+                filter_string=qrec.filter_string,
+                max_consumers=qrec.max_consumers,
+                auto_created=qrec.auto_created,
+                internal=qrec.internal,
+            )
             self._bind(q)
         for rm in state.messages.values():
             m = rm.record
-            msg = StoredMessage(m.message_id, m.address, m.body, True, m.expiry_ms, m.timestamp_ms, m.priority)
+            msg = StoredMessage(
+                m.message_id, m.address, m.body, True, m.expiry_ms, m.timestamp_ms, m.priority
+            )
             msg.origin_broker_id = m.origin_broker_id
             msg.origin_message_id = m.origin_message_id
             msg.via_mirror = m.via_mirror
             for queue_id in rm.queue_ids:
-                q = self.queues_by_id.get(queue_id)
-                if q is None:
+                rq = self.queues_by_id.get(queue_id)
+                if rq is None:
                     continue
                 msg.live_refs += 1
-                q.messages.append(MessageRef(msg, q, rm.delivery_counts.get(queue_id, 0)))
+                rq.messages.append(MessageRef(msg, rq, rm.delivery_counts.get(queue_id, 0)))
         self._next_message_id = max(self._next_message_id, state.max_message_id + 1)
         self._next_queue_id = max(self._next_queue_id, state.max_queue_id + 1)
         self._next_address_id = max(self._next_address_id, state.max_address_id + 1)
@@ -220,16 +258,18 @@ class Server:
 
     # -------------------------------------------------------------------------- addresses and queues
 
-    def ensure_address(self, name: str, routing_types: set[str], *, auto_created: bool = True,
-                       internal: bool = False) -> Address:  # fmt: skip
+    def ensure_address(
+        self, name: str, routing_types: set[str], *, auto_created: bool = True, internal: bool = False
+    ) -> Address:
         addr = self.addresses.get(name)
         if addr is not None:
             if not routing_types <= addr.routing_types:
                 addr.routing_types |= routing_types
                 self._persist_address(addr)
             return addr
-        addr = Address(name, set(routing_types), id=self._next_address_id, auto_created=auto_created,
-                       internal=internal)  # fmt: skip
+        addr = Address(
+            name, set(routing_types), id=self._next_address_id, auto_created=auto_created, internal=internal
+        )
         self._next_address_id += 1
         self.addresses[name] = addr
         self._persist_address(addr)
@@ -239,24 +279,59 @@ class Server:
         return addr
 
     def _persist_address(self, addr: Address) -> None:
-        self.persist(records.AddressAdded(addr.id, addr.name, frozenset(addr.routing_types), addr.auto_created,
-                                          addr.internal))  # fmt: skip
+        self.persist(
+            records.AddressAdded(
+                addr.id, addr.name, frozenset(addr.routing_types), addr.auto_created, addr.internal
+            )
+        )
 
-    def create_queue(self, name: str, address: str, routing_type: str, *, durable: bool = True,
-                     filter_string: str | None = None, max_consumers: int = -1, auto_created: bool = False,
-                     internal: bool = False, temporary: bool = False,
-                     purge_on_no_consumers: bool = False) -> Queue:  # fmt: skip
+    def create_queue(
+        self,
+        name: str,
+        address: str,
+        routing_type: str,
+        *,
+        durable: bool = True,
+        filter_string: str | None = None,
+        max_consumers: int = -1,
+        auto_created: bool = False,
+        internal: bool = False,
+        temporary: bool = False,
+        purge_on_no_consumers: bool = False,
+    ) -> Queue:
         if name in self.queues:
             raise BrokerError("amqp:resource-locked", f"queue {name!r} already exists")
         addr = self.ensure_address(address, {routing_type}, auto_created=auto_created, internal=internal)
-        q = Queue(self._next_queue_id, name, addr.name, routing_type, durable=durable,
-                  filter_string=filter_string, max_consumers=max_consumers, auto_created=auto_created,
-                  internal=internal, temporary=temporary, purge_on_no_consumers=purge_on_no_consumers)  # fmt: skip
+        q = Queue(
+            self._next_queue_id,
+            name,
+            addr.name,
+            routing_type,
+            durable=durable,
+            filter_string=filter_string,
+            max_consumers=max_consumers,
+            auto_created=auto_created,
+            internal=internal,
+            temporary=temporary,
+            purge_on_no_consumers=purge_on_no_consumers,
+        )
         self._next_queue_id += 1
         self._bind(q)
         if durable and not temporary:
-            self.persist(records.QueueAdded(q.id, name, addr.name, routing_type, True, filter_string, max_consumers,
-                                            auto_created, internal, {}))  # fmt: skip
+            self.persist(
+                records.QueueAdded(
+                    q.id,
+                    name,
+                    addr.name,
+                    routing_type,
+                    True,
+                    filter_string,
+                    max_consumers,
+                    auto_created,
+                    internal,
+                    {},
+                )
+            )
         self.log.debug("queue %s created on %s (%s)", name, address, routing_type)
         for o in self.observers:
             o.queue_added(q)
@@ -286,7 +361,12 @@ class Server:
             self.persist(records.QueueRemoved(q.id))
         for o in self.observers:
             o.queue_removed(q)
-        if addr is not None and addr.auto_created and not addr.queues and self.settings_for(addr.name).auto_delete_addresses:
+        if (
+            addr is not None
+            and addr.auto_created
+            and not addr.queues
+            and self.settings_for(addr.name).auto_delete_addresses
+        ):
             self.delete_address(addr.name)
 
     def delete_address(self, name: str, force: bool = False) -> None:
@@ -304,9 +384,16 @@ class Server:
 
     # ------------------------------------------------------------------------------------- routing
 
-    def route(self, address: str, payload: bytes, view: MessageView, *, via_mirror: bool = False,
-              origin: tuple[str | None, int | None] | None = None,
-              only_queues: list[str] | None = None) -> StoredMessage | None:  # fmt: skip
+    def route(
+        self,
+        address: str,
+        payload: bytes,
+        view: MessageView,
+        *,
+        via_mirror: bool = False,
+        origin: tuple[str | None, int | None] | None = None,
+        only_queues: list[str] | None = None,
+    ) -> StoredMessage | None:
         """Route one message to the queues bound at `address`; return it (None if nothing took it)."""
         addr = self.addresses.get(address)
         if addr is None or not addr.queues:
@@ -346,9 +433,20 @@ class Server:
             if h.durable and q.durable and not q.temporary:
                 durable_ids.append(q.id)
         if durable_ids and self.config.persistence_enabled:
-            self.persist(records.MessageAdded(msg.id, address, tuple(durable_ids), payload, now_ms, expiry,
-                                              h.priority, msg.origin_broker_id, msg.origin_message_id,
-                                              via_mirror))  # fmt: skip
+            self.persist(
+                records.MessageAdded(
+                    msg.id,
+                    address,
+                    tuple(durable_ids),
+                    payload,
+                    now_ms,
+                    expiry,
+                    h.priority,
+                    msg.origin_broker_id,
+                    msg.origin_message_id,
+                    via_mirror,
+                )
+            )
         else:
             msg.durable = False
         addr.routed += 1
@@ -433,8 +531,13 @@ class Server:
             payload = msg.payload if reason != ACK_EXPIRED else view.with_header(_no_ttl(view))
             self.route(target, payload, MessageView(payload))
         else:
-            self.log.warning("message %d on queue %s dropped: no %s address with a queue (configured: %s)",
-                             msg.id, ref.queue.name, what, target)  # fmt: skip
+            self.log.warning(
+                "message %d on queue %s dropped: no %s address with a queue (configured: %s)",
+                msg.id,
+                ref.queue.name,
+                what,
+                target,
+            )
         # consumer already detached above; acknowledge without touching in_flight again
         self.acknowledge(ref, reason)
 

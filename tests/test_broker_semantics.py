@@ -15,9 +15,14 @@ from tests.support.client import Capabilities, connect, receive, send
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(tmp_path / "b", xml_kwargs={"addresses": """
+    b = BrokerProcess(
+        tmp_path / "b",
+        xml_kwargs={
+            "addresses": """
       <address name="orders"><anycast><queue name="orders"/></anycast></address>
-      <address name="news"><multicast/></address>"""})
+      <address name="news"><multicast/></address>"""
+        },
+    )
     b.start()
     yield b
     b.stop()
@@ -27,12 +32,25 @@ def test_send_and_receive_keeps_properties_and_body(broker: BrokerProcess) -> No
     props = {"region": "eu", "n": 7, "flag": True}
     with connect(broker.url) as conn:
         s = conn.create_sender("orders")
-        s.send(Message(body={"id": 1, "items": ["a", "b"]}, properties=props, subject="new", durable=True,
-                       content_type="application/json", correlation_id="c-1"))
+        s.send(
+            Message(
+                body={"id": 1, "items": ["a", "b"]},
+                properties=props,
+                subject="new",
+                durable=True,
+                content_type="application/json",
+                correlation_id="c-1",
+            )
+        )
     [m] = receive(broker.url, "orders", 1)
     assert m.body == {"id": 1, "items": ["a", "b"]}
     assert m.properties == props
-    assert (m.subject, m.content_type, m.correlation_id, m.durable) == ("new", "application/json", "c-1", True)
+    assert (m.subject, m.content_type, m.correlation_id, m.durable) == (
+        "new",
+        "application/json",
+        "c-1",
+        True,
+    )
 
 
 def test_per_queue_order_and_competing_consumers(broker: BrokerProcess) -> None:
@@ -158,9 +176,14 @@ def test_non_durable_messages_do_not_survive_restart(broker: BrokerProcess) -> N
 
 
 def test_unknown_queue_without_auto_create_is_not_found(tmp_path: Path) -> None:
-    b = BrokerProcess(tmp_path / "b", xml_kwargs={"address_settings": """
+    b = BrokerProcess(
+        tmp_path / "b",
+        xml_kwargs={
+            "address_settings": """
       <address-setting match="#"><auto-create-queues>false</auto-create-queues>
-        <auto-create-addresses>false</auto-create-addresses></address-setting>"""})
+        <auto-create-addresses>false</auto-create-addresses></address-setting>"""
+        },
+    )
     b.start()
     try:
         with connect(b.url) as conn, pytest.raises(LinkDetached) as info:

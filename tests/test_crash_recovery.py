@@ -27,11 +27,14 @@ def test_random_sigkill_cycles_keep_exactly_the_acknowledged_state(tmp_path: Pat
     rng = random.Random(20261122)
     # Unlimited delivery attempts: looking at the queue after each restart is a consumer loss, and
     # dead-lettering after a few of those would hide the state under test.
-    broker = BrokerProcess(tmp_path / "b", xml_kwargs={
-        "addresses": '<address name="work"><anycast><queue name="work"/></anycast></address>',
-        "address_settings": '<address-setting match="#"><max-delivery-attempts>-1</max-delivery-attempts>'
-                            "</address-setting>",
-    })  # fmt: skip
+    broker = BrokerProcess(
+        tmp_path / "b",
+        xml_kwargs={
+            "addresses": '<address name="work"><anycast><queue name="work"/></anycast></address>',
+            "address_settings": '<address-setting match="#"><max-delivery-attempts>-1</max-delivery-attempts>'
+            "</address-setting>",
+        },
+    )
     present: set[int] = set()  # confirmed in the queue
     in_doubt_send: set[int] = set()
     in_doubt_ack: set[int] = set()

@@ -46,18 +46,30 @@ class Recorder:
         self.attaches.append(attach)
         self.links.append(link)
         if link.attach is None:
-            link.connection.attach(link.session, Attach(name=link.name, source=attach.source, target=attach.target,
-                                                        offered_capabilities=[Symbol("amq.mirror")]), link)
+            link.connection.attach(
+                link.session,
+                Attach(
+                    name=link.name,
+                    source=attach.source,
+                    target=attach.target,
+                    offered_capabilities=[Symbol("amq.mirror")],
+                ),
+                link,
+            )
             if not link.is_sender:
                 link.connection.flow(link, credit=10)
 
     def on_flow(self, link: Link) -> None: ...
     def on_session_flow(self, session: Session) -> None: ...
 
-    def on_delivery(self, link: Link, delivery_id: int, tag: bytes, settled: bool, payload: bytes, fmt: int) -> None:
+    def on_delivery(
+        self, link: Link, delivery_id: int, tag: bytes, settled: bool, payload: bytes, fmt: int
+    ) -> None:
         self.deliveries.append((delivery_id, payload))
 
-    def on_disposition(self, session: Session, role: bool, first: int, last: int, settled: bool, state: Any) -> None:
+    def on_disposition(
+        self, session: Session, role: bool, first: int, last: int, settled: bool, state: Any
+    ) -> None:
         self.dispositions.append((role, first, last, state))
 
     def on_detach(self, link: Link, detach: Any) -> None: ...
@@ -88,8 +100,20 @@ def pair(max_frame: int = 131072) -> tuple[Connection, Recorder, Connection, Rec
 
 
 def test_codec_round_trips_typed_values() -> None:
-    values = [None, True, False, 0, -1, 2**40, "héllo", b"\x00\x01", Symbol("amq.mirror"), [1, "a"],
-              {Symbol("k"): "v"}, 1.5]
+    values = [
+        None,
+        True,
+        False,
+        0,
+        -1,
+        2**40,
+        "héllo",
+        b"\x00\x01",
+        Symbol("amq.mirror"),
+        [1, "a"],
+        {Symbol("k"): "v"},
+        1.5,
+    ]
     for v in values:
         assert decode(encode(v)) == v
     assert type(decode(encode(Symbol("x")))) is Symbol
@@ -103,9 +127,17 @@ def test_link_capabilities_cross_the_wire_both_ways() -> None:
     assert client.opened and server.opened
     session = client.begin()
     pump(client, server)
-    client.attach(session, Attach(name="m", role=False, source=Source(address="s"), target=Target(address="t"),
-                                  desired_capabilities=[Symbol("amq.mirror")],
-                                  properties={Symbol("x-opt-amq-bkr-id"): "abc"}))
+    client.attach(
+        session,
+        Attach(
+            name="m",
+            role=False,
+            source=Source(address="s"),
+            target=Target(address="t"),
+            desired_capabilities=[Symbol("amq.mirror")],
+            properties={Symbol("x-opt-amq-bkr-id"): "abc"},
+        ),
+    )
     pump(client, server)
     seen = sh.attaches[0]
     assert seen.desired_capabilities == "amq.mirror"
@@ -130,7 +162,7 @@ def test_large_message_spans_many_frames_and_arrives_whole() -> None:
 
 
 def test_transfer_without_credit_closes_the_connection_with_a_condition() -> None:
-    client, ch, server, sh = pair()
+    client, ch, server, _sh = pair()
     session = client.begin()
     pump(client, server)
     link = client.attach(session, Attach(name="l", role=False, target=Target(address="q")))
@@ -144,10 +176,15 @@ def test_transfer_without_credit_closes_the_connection_with_a_condition() -> Non
     assert ch.closed
 
 
-@pytest.mark.parametrize("garbage", [b"\x00\x00\x00\x10\x02\x00\x00\x00\xff\xff\xff\xff\xff\xff\xff\xff",
-                                     b"\x00\x00\x00\x04\x02\x00\x00\x00"])
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"\x00\x00\x00\x10\x02\x00\x00\x00\xff\xff\xff\xff\xff\xff\xff\xff",
+        b"\x00\x00\x00\x04\x02\x00\x00\x00",
+    ],
+)
 def test_malformed_frames_close_with_an_amqp_error(garbage: bytes) -> None:
-    client, ch, server, sh = pair()
+    _client, _ch, server, _sh = pair()
     server.receive(garbage)
     assert server.closed
     assert server.error is not None

@@ -8,12 +8,13 @@ import socket
 import threading
 from pathlib import Path
 
+from proton import Message
+
 from broker_core.amqp.codec import Symbol
 from broker_core.amqp.framing import AMQP_HEADER, SASL_HEADER, frame
 from broker_core.amqp.performatives import Attach, Begin, Flow, Open, SaslInit, Source, Target, Transfer
 from tests.support.broker import BrokerProcess
 from tests.support.client import connect
-from proton import Message
 
 ITERATIONS = int(os.environ.get("FUZZ_ITERATIONS", "300"))
 SEED = int(os.environ.get("FUZZ_SEED", "7"))
@@ -27,14 +28,35 @@ def _valid_session_bytes() -> list[bytes]:
         AMQP_HEADER,
         frame(0, Open(container_id="fuzz", max_frame_size=65536).encode_amqp()),
         frame(0, Begin(next_outgoing_id=0, incoming_window=100, outgoing_window=100).encode_amqp()),
-        frame(0, Attach(name="s", handle=0, role=False, source=Source(address="x"),
-                        target=Target(address="fuzzq")).encode_amqp()),
-        frame(0, Attach(name="r", handle=1, role=True, source=Source(address="fuzzq"),
-                        target=Target(address="y")).encode_amqp()),
-        frame(0, Flow(next_incoming_id=0, incoming_window=100, next_outgoing_id=0, outgoing_window=100, handle=1,
-                      delivery_count=0, link_credit=10).encode_amqp()),
-        frame(0, Transfer(handle=0, delivery_id=0, delivery_tag=b"t", message_format=0).encode_amqp()
-              + b"\x00\x53\x77\xa1\x05hello"),
+        frame(
+            0,
+            Attach(
+                name="s", handle=0, role=False, source=Source(address="x"), target=Target(address="fuzzq")
+            ).encode_amqp(),
+        ),
+        frame(
+            0,
+            Attach(
+                name="r", handle=1, role=True, source=Source(address="fuzzq"), target=Target(address="y")
+            ).encode_amqp(),
+        ),
+        frame(
+            0,
+            Flow(
+                next_incoming_id=0,
+                incoming_window=100,
+                next_outgoing_id=0,
+                outgoing_window=100,
+                handle=1,
+                delivery_count=0,
+                link_credit=10,
+            ).encode_amqp(),
+        ),
+        frame(
+            0,
+            Transfer(handle=0, delivery_id=0, delivery_tag=b"t", message_format=0).encode_amqp()
+            + b"\x00\x53\x77\xa1\x05hello",
+        ),
     ]
 
 
@@ -88,7 +110,7 @@ def test_fuzzed_frames_never_disturb_a_good_client(tmp_path: Path) -> None:
                     receiver.accept()
                     exchanged[0] += 1
                     i += 1
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors.append(exc)
 
     # 'good' must be anycast so the receiver sees every message

@@ -168,10 +168,12 @@ class Handler(Protocol):
     def on_attach(self, link: Link, attach: Attach) -> None: ...
     def on_flow(self, link: Link) -> None: ...
     def on_session_flow(self, session: Session) -> None: ...
-    def on_delivery(self, link: Link, delivery_id: int, tag: bytes, settled: bool, payload: bytes,
-                    message_format: int) -> None: ...  # fmt: skip
-    def on_disposition(self, session: Session, role: bool, first: int, last: int, settled: bool,
-                       state: Any) -> None: ...  # fmt: skip
+    def on_delivery(
+        self, link: Link, delivery_id: int, tag: bytes, settled: bool, payload: bytes, message_format: int
+    ) -> None: ...
+    def on_disposition(
+        self, session: Session, role: bool, first: int, last: int, settled: bool, state: Any
+    ) -> None: ...
     def on_detach(self, link: Link, detach: Detach) -> None: ...
     def on_end(self, session: Session, end: End) -> None: ...
     def on_close(self, conn: Connection, close: Close) -> None: ...
@@ -282,8 +284,13 @@ class Connection:
             self._send_open()
 
     def sasl_init(self, mechanism: str, initial_response: bytes | None) -> None:
-        self._emit(0, SaslInit(mechanism=mechanism, initial_response=initial_response,
-                               hostname=self.hostname).encode_amqp(), FRAME_SASL)  # fmt: skip
+        self._emit(
+            0,
+            SaslInit(
+                mechanism=mechanism, initial_response=initial_response, hostname=self.hostname
+            ).encode_amqp(),
+            FRAME_SASL,
+        )
 
     def sasl_respond(self, response: bytes) -> None:
         self._emit(0, SaslResponse(response=response).encode_amqp(), FRAME_SASL)
@@ -295,8 +302,7 @@ class Connection:
 
     def sasl_outcome(self, ok: bool, user: str | None, additional: bytes | None = None) -> None:
         """Server: finish the SASL exchange; on failure the peer closes the socket."""
-        self._emit(0, SaslOutcome(code=0 if ok else 1, additional_data=additional).encode_amqp(),
-                   FRAME_SASL)  # fmt: skip
+        self._emit(0, SaslOutcome(code=0 if ok else 1, additional_data=additional).encode_amqp(), FRAME_SASL)
         if ok:
             self.user = user
             self.sasl_done = True
@@ -352,8 +358,11 @@ class Connection:
             if header == SASL_HEADER and not self.sasl_done:
                 self.used_sasl = True
                 self._out.append(SASL_HEADER)
-                self._emit(0, SaslMechanisms(sasl_server_mechanisms=list(self.sasl_mechanisms)).encode_amqp(),
-                           FRAME_SASL)  # fmt: skip
+                self._emit(
+                    0,
+                    SaslMechanisms(sasl_server_mechanisms=list(self.sasl_mechanisms)).encode_amqp(),
+                    FRAME_SASL,
+                )
                 self._phase = "sasl"
                 return
             if header == AMQP_HEADER and (self.sasl_done or self.allow_no_sasl):
@@ -448,15 +457,18 @@ class Connection:
         if self.open_sent:
             return
         self.open_sent = True
-        self._emit(0, Open(
-            container_id=self.container_id,
-            hostname=self.hostname if not self.server else None,
-            max_frame_size=self.max_frame_size,
-            channel_max=self.channel_max,
-            idle_time_out=self.idle_timeout_ms or None,
-            offered_capabilities=list(self.offered_capabilities) or None,
-            properties=self.open_properties,
-        ).encode_amqp())  # fmt: skip
+        self._emit(
+            0,
+            Open(
+                container_id=self.container_id,
+                hostname=self.hostname if not self.server else None,
+                max_frame_size=self.max_frame_size,
+                channel_max=self.channel_max,
+                idle_time_out=self.idle_timeout_ms or None,
+                offered_capabilities=list(self.offered_capabilities) or None,
+                properties=self.open_properties,
+            ).encode_amqp(),
+        )
 
     def accept_open(self) -> None:
         """Server: answer the peer's open."""
@@ -522,13 +534,16 @@ class Connection:
         if session is None:
             session = Session(self, self._free_channel())
             self.sessions[session.channel] = session
-        self._emit(session.channel, Begin(
-            remote_channel=session.remote_channel,
-            next_outgoing_id=session.next_outgoing_id,
-            incoming_window=MAX_WINDOW,
-            outgoing_window=MAX_WINDOW,
-            handle_max=UINT_MAX,
-        ).encode_amqp())  # fmt: skip
+        self._emit(
+            session.channel,
+            Begin(
+                remote_channel=session.remote_channel,
+                next_outgoing_id=session.next_outgoing_id,
+                incoming_window=MAX_WINDOW,
+                outgoing_window=MAX_WINDOW,
+                handle_max=UINT_MAX,
+            ).encode_amqp(),
+        )
         return session
 
     def end(self, session: Session, condition: str | None = None, description: str | None = None) -> None:
@@ -595,8 +610,9 @@ class Connection:
         self._emit(session.channel, attach.encode_amqp())
         return link
 
-    def detach(self, link: Link, closed: bool = True, condition: str | None = None,
-               description: str | None = None) -> None:  # fmt: skip
+    def detach(
+        self, link: Link, closed: bool = True, condition: str | None = None, description: str | None = None
+    ) -> None:
         if link.closed_locally:
             return
         link.closed_locally = True
@@ -757,8 +773,15 @@ class Connection:
                 f"message on link {link.name!r} exceeds max-message-size {link.max_message_size}",
             )
 
-    def send_delivery(self, link: Link, tag: bytes, payload: bytes, settled: bool, context: Any = None,
-                      message_format: int = 0) -> int:  # fmt: skip
+    def send_delivery(
+        self,
+        link: Link,
+        tag: bytes,
+        payload: bytes,
+        settled: bool,
+        context: Any = None,
+        message_format: int = 0,
+    ) -> int:
         """Send one message on a sender link with credit; returns its delivery-id."""
         s = link.session
         delivery_id = s.next_outgoing_id
@@ -768,8 +791,16 @@ class Connection:
         link.delivery_count = (link.delivery_count + 1) & UINT_MAX
         if not settled:
             s.outgoing_unsettled[delivery_id] = (link, context)
-        frames = transfer_frames(s.channel, link.handle, delivery_id, tag, settled, payload,
-                                 self.remote_max_frame_size, message_format)  # fmt: skip
+        frames = transfer_frames(
+            s.channel,
+            link.handle,
+            delivery_id,
+            tag,
+            settled,
+            payload,
+            self.remote_max_frame_size,
+            message_format,
+        )
         self._out.extend(frames)
         return delivery_id
 
@@ -791,8 +822,9 @@ class Connection:
         """Send a settled disposition for a range of deliveries we received."""
         self._out.append(_disposition_frame(session.channel, True, first, last, state_bytes))
 
-    def update_outgoing(self, session: Session, first: int, last: int, settled: bool,
-                        state_bytes: bytes | None) -> None:  # fmt: skip
+    def update_outgoing(
+        self, session: Session, first: int, last: int, settled: bool, state_bytes: bytes | None
+    ) -> None:
         """Send a disposition (as sender) for deliveries we sent (e.g. settling after the peer's outcome)."""
         self._out.append(_disposition_frame(session.channel, False, first, last, state_bytes, settled))
 
@@ -826,8 +858,9 @@ class Connection:
         self._out.append(frame(channel, body, frame_type))
 
 
-def _disposition_frame(channel: int, role: bool, first: int, last: int, state: bytes | None,
-                       settled: bool = True) -> bytes:  # fmt: skip
+def _disposition_frame(
+    channel: int, role: bool, first: int, last: int, state: bytes | None, settled: bool = True
+) -> bytes:
     fields = [b"\x41" if role else b"\x42", enc_uint(first)]
     fields.append(enc_uint(last) if last != first else b"\x40")
     fields.append(b"\x41" if settled else b"\x42")

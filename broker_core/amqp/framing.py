@@ -55,8 +55,13 @@ def transfer_frames(
 ) -> list[bytes]:
     """Encode one delivery as one or more transfer frames, split to fit `max_frame_size`."""
     fmt = b"\x43" if message_format == 0 else _uint(message_format)
-    first_fields = [_uint(handle), _uint(delivery_id), bytes((0xA0, len(tag))) + tag, fmt,
-                    b"\x41" if settled else b"\x42"]  # fmt: skip
+    first_fields = [
+        _uint(handle),
+        _uint(delivery_id),
+        bytes((0xA0, len(tag))) + tag,
+        fmt,
+        b"\x41" if settled else b"\x42",
+    ]
     performative = _TRANSFER_DESC + enc_list_of_encoded(first_fields)
     room = max_frame_size - HEADER_SIZE - len(performative) - 2  # 2: the `more` field when split
     if len(payload) <= room + 2:
@@ -64,8 +69,9 @@ def transfer_frames(
         return [_HEADER.pack(len(body) + 8, 2, FRAME_AMQP, channel) + body]
     frames = []
     more_perf = _TRANSFER_DESC + enc_list_of_encoded([*first_fields, b"\x41"])
-    cont_perf = _TRANSFER_DESC + enc_list_of_encoded([_uint(handle), b"\x40", b"\x40", b"\x40",
-                                                      b"\x40", b"\x41"])  # fmt: skip
+    cont_perf = _TRANSFER_DESC + enc_list_of_encoded(
+        [_uint(handle), b"\x40", b"\x40", b"\x40", b"\x40", b"\x41"]
+    )
     last_perf = _TRANSFER_DESC + enc_list_of_encoded([_uint(handle)])
     pos, n, first = 0, len(payload), True
     while pos < n:

@@ -100,9 +100,18 @@ class Source(Composite):
     outcomes: Any = None
     capabilities: Any = None
     ENCODERS = (
-        enc_string, enc_uint, enc_symbol, enc_uint, enc_bool, enc_fields, enc_symbol,
-        _enc_map, _enc_any, enc_symbols, enc_symbols,
-    )  # fmt: skip
+        enc_string,
+        enc_uint,
+        enc_symbol,
+        enc_uint,
+        enc_bool,
+        enc_fields,
+        enc_symbol,
+        _enc_map,
+        _enc_any,
+        enc_symbols,
+        enc_symbols,
+    )
 
 
 @_register
@@ -195,9 +204,17 @@ class Open(Composite):
     desired_capabilities: Any = None
     properties: dict[Any, Any] | None = None
     ENCODERS = (
-        enc_string, enc_string, enc_uint, enc_ushort, enc_uint, enc_symbols, enc_symbols,
-        enc_symbols, enc_symbols, enc_fields,
-    )  # fmt: skip
+        enc_string,
+        enc_string,
+        enc_uint,
+        enc_ushort,
+        enc_uint,
+        enc_symbols,
+        enc_symbols,
+        enc_symbols,
+        enc_symbols,
+        enc_fields,
+    )
 
 
 @_register
@@ -234,9 +251,21 @@ class Attach(Composite):
     desired_capabilities: Any = None
     properties: dict[Any, Any] | None = None
     ENCODERS = (
-        enc_string, enc_uint, enc_bool, enc_ubyte, enc_ubyte, _enc_any, _enc_any, _enc_map, enc_bool,
-        enc_uint, enc_ulong, enc_symbols, enc_symbols, enc_fields,
-    )  # fmt: skip
+        enc_string,
+        enc_uint,
+        enc_bool,
+        enc_ubyte,
+        enc_ubyte,
+        _enc_any,
+        _enc_any,
+        _enc_map,
+        enc_bool,
+        enc_uint,
+        enc_ulong,
+        enc_symbols,
+        enc_symbols,
+        enc_fields,
+    )
 
 
 @_register
@@ -255,9 +284,18 @@ class Flow(Composite):
     echo: bool | None = None
     properties: dict[Any, Any] | None = None
     ENCODERS = (
-        enc_uint, enc_uint, enc_uint, enc_uint, enc_uint, enc_uint, enc_uint, enc_uint, enc_bool,
-        enc_bool, enc_fields,
-    )  # fmt: skip
+        enc_uint,
+        enc_uint,
+        enc_uint,
+        enc_uint,
+        enc_uint,
+        enc_uint,
+        enc_uint,
+        enc_uint,
+        enc_bool,
+        enc_bool,
+        enc_fields,
+    )
 
 
 @_register
@@ -276,9 +314,18 @@ class Transfer(Composite):
     aborted: bool | None = None
     batchable: bool | None = None
     ENCODERS = (
-        enc_uint, enc_uint, enc_binary, enc_uint, enc_bool, enc_bool, enc_ubyte, _enc_any, enc_bool,
-        enc_bool, enc_bool,
-    )  # fmt: skip
+        enc_uint,
+        enc_uint,
+        enc_binary,
+        enc_uint,
+        enc_bool,
+        enc_bool,
+        enc_ubyte,
+        _enc_any,
+        enc_bool,
+        enc_bool,
+        enc_bool,
+    )
 
 
 @_register

@@ -12,8 +12,9 @@ from proton.utils import BlockingConnection, BlockingReceiver, BlockingSender
 
 
 @contextmanager
-def connect(url: str, user: str | None = None, password: str | None = None,
-            timeout: float = 10.0) -> Iterator[BlockingConnection]:  # fmt: skip
+def connect(
+    url: str, user: str | None = None, password: str | None = None, timeout: float = 10.0
+) -> Iterator[BlockingConnection]:
     kwargs: dict[str, Any] = {"timeout": timeout}
     if user is not None:
         kwargs.update(user=user, password=password, allowed_mechs="PLAIN")
@@ -26,8 +27,17 @@ def connect(url: str, user: str | None = None, password: str | None = None,
         conn.close()
 
 
-def send(url: str, address: str, bodies: Iterable[Any], *, durable: bool = True, user: str | None = None,
-         password: str | None = None, properties: dict[str, Any] | None = None, ttl: float | None = None) -> int:  # fmt: skip
+def send(
+    url: str,
+    address: str,
+    bodies: Iterable[Any],
+    *,
+    durable: bool = True,
+    user: str | None = None,
+    password: str | None = None,
+    properties: dict[str, Any] | None = None,
+    ttl: float | None = None,
+) -> int:
     """Send each body as one message and wait for every outcome; returns how many were Accepted."""
     n = 0
     with connect(url, user, password) as conn:
@@ -41,8 +51,16 @@ def send(url: str, address: str, bodies: Iterable[Any], *, durable: bool = True,
     return n
 
 
-def receive(url: str, address: str, count: int, *, timeout: float = 10.0, user: str | None = None,
-            password: str | None = None, accept: bool | None = True) -> list[Message]:  # fmt: skip
+def receive(
+    url: str,
+    address: str,
+    count: int,
+    *,
+    timeout: float = 10.0,
+    user: str | None = None,
+    password: str | None = None,
+    accept: bool | None = True,
+) -> list[Message]:
     """Receive up to `count` messages (stopping early when none arrives within `timeout`).
 
     accept: True accepts each, False releases each, None leaves them unsettled (they return to the
