@@ -42,11 +42,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 "large_messages_directory": base / "large-messages",
             }
         )
-    if cfg.broker_connections:
-        log.warning(
-            "broker connections (%s) are configured but not implemented yet: ignored",
-            ", ".join(c.name for c in cfg.broker_connections),
-        )
     return run([cfg])
 
 
@@ -59,6 +54,15 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     _setup_logging(args.log_level)
     return demo_main(args.messages)
+
+
+def _cmd_connections(args: argparse.Namespace) -> int:
+    from connections.cli import main as connections_main
+
+    if args.action in ("start", "stop") and not args.name:
+        print(f"connections {args.action} needs a NAME", file=sys.stderr)
+        return 2
+    return connections_main(args)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,6 +85,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--messages", type=int, default=2000)
     p.add_argument("--log-level", default="WARNING")
     p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser("connections", help="list, start or stop broker connections over AMQP management")
+    p.add_argument("action", choices=["list", "start", "stop"])
+    p.add_argument("name", nargs="?")
+    p.add_argument("--url", default="amqp://127.0.0.1:5672")
+    p.add_argument("--user")
+    p.add_argument("--password")
+    p.set_defaults(func=_cmd_connections)
 
     args = parser.parse_args(argv)
     return int(args.func(args))

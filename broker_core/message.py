@@ -15,9 +15,11 @@ from .amqp.codec import (
     Described,
     decode_value,
     enc_bool,
+    enc_fields,
     enc_list_of_encoded,
     enc_ubyte,
     enc_uint,
+    encode,
     skip_value,
 )
 
@@ -177,3 +179,27 @@ def _header_from_list(value: list[Any]) -> Header:
     if n > 4 and value[4] is not None:
         h.delivery_count = int(value[4])
     return h
+
+
+def build_message(
+    body: Any,
+    *,
+    durable: bool = False,
+    to: str | None = None,
+    correlation_id: Any = None,
+    message_id: Any = None,
+    application_properties: dict[str, Any] | None = None,
+    message_annotations: dict[Any, Any] | None = None,
+) -> bytes:
+    """Encode a message the broker itself produces (management replies, mirror control events)."""
+    out = [Header(durable=durable).encode()] if durable else []
+    if message_annotations:
+        out.append(b"\x00\x53\x72" + enc_fields(message_annotations))
+    if to is not None or correlation_id is not None or message_id is not None:
+        nul = b"\x40"
+        props: list[bytes] = [encode(message_id), nul, encode(to), nul, nul, encode(correlation_id)]
+        out.append(b"\x00\x53\x73" + enc_list_of_encoded(props))
+    if application_properties:
+        out.append(b"\x00\x53\x74" + encode(application_properties))
+    out.append(b"\x00\x53\x77" + encode(body))
+    return b"".join(out)

@@ -131,6 +131,7 @@ class BrokerEndpoint:
         )
         self.consumers: dict[int, LinkConsumer] = {}  # by id(link)
         self.pending_accepts: dict[Session, list[int]] = {}
+        self.manage_checked = False
         self.closed = False
 
     # ----------------------------------------------------------------------------------- plumbing
@@ -275,6 +276,11 @@ class BrokerEndpoint:
         q = srv.queues.get(address)
         if q is not None:
             return q
+        addr = srv.addresses.get(address)
+        if addr is not None:  # Artemis: an anycast consumer takes a queue bound to the address
+            for bound in addr.queues:
+                if bound.routing_type == ANYCAST and not bound.temporary:
+                    return bound
         if not srv.settings_for(address).auto_create_queues:
             raise BrokerError(errors.NOT_FOUND, f"queue {address} does not exist")
         srv.check(self.conn.user, address, "createDurableQueue")
@@ -290,7 +296,9 @@ class BrokerEndpoint:
         routing_type = None
         if isinstance(target, Target) and target.dynamic:
             raise BrokerError(errors.NOT_IMPLEMENTED, "dynamic targets are not supported")
-        if address and isinstance(target, Target):
+        if address and address == self.server.config.management_address:
+            self.server.check(self.conn.user, address, "manage")
+        elif address and isinstance(target, Target):
             address, routing_type = self._strip_prefix(address)
             routing_type = routing_type or self._routing_type(symbols(target.capabilities), address)
             self.server.check(self.conn.user, address, "send")
@@ -424,7 +432,11 @@ class BrokerEndpoint:
                     producer.checked.add(address)
                 if address not in srv.addresses:
                     self._ensure_address(address, rt or self._routing_type((), address))
-            msg = srv.route(address, payload, view)
+            if address == srv.config.management_address:
+                self._management(view)
+                msg = None
+            else:
+                msg = srv.route(address, payload, view)
         except (DecodeError, IndexError, ValueError) as exc:
             self._reject(session, delivery_id, settled, errors.DECODE_ERROR, f"malformed message: {exc}")
             return
@@ -444,6 +456,15 @@ class BrokerEndpoint:
             srv.after_durable(lambda: self._accept_later(session, delivery_id))
         else:
             self._accept_later(session, delivery_id)
+
+    def _management(self, view: MessageView) -> None:
+        srv = self.server
+        if not self.manage_checked:
+            srv.check(self.conn.user, srv.config.management_address, "manage")
+            self.manage_checked = True
+        reply_to, reply = srv.management.handle(view)
+        if reply_to and reply is not None:
+            srv.route(reply_to, reply, MessageView(reply))
 
     def _reject(
         self, session: Session, delivery_id: int, settled: bool, condition: str, description: str

@@ -13,6 +13,8 @@ import logging
 import signal
 from collections.abc import Callable
 
+from connections.manager import BrokerConnectionManager
+
 from .acceptor import Listener
 from .config.model import BrokerConfig
 from .server import Server
@@ -28,6 +30,7 @@ class Broker:
         self.loop = loop or asyncio.get_event_loop()
         self.server = Server(config, log=logging.getLogger(f"broker.{config.name}"))
         self.listener: Listener | None = None
+        self.connections: BrokerConnectionManager | None = None
         self.on_started: list[Callable[[Broker], None]] = []
 
     async def start(self) -> None:
@@ -39,6 +42,9 @@ class Broker:
         self.server.start(dispatch=dispatch)
         self.listener = Listener(self.server, self.loop)
         await self.listener.start()
+        self.connections = BrokerConnectionManager(self.server, self.loop, self.listener.flusher)
+        self.server.management.connections = self.connections
+        self.connections.start()
         for cb in self.on_started:
             cb(self)
 
@@ -49,6 +55,8 @@ class Broker:
         return self.listener.bound[acceptor][1]
 
     async def stop(self) -> None:
+        if self.connections is not None:
+            self.connections.stop()
         if self.listener is not None:
             self.listener.stop_accepting()
             await self.listener.close_connections()

@@ -22,6 +22,7 @@ from .config.model import AddressSettings, BrokerConfig
 from .journal import records
 from .journal.journal import Journal
 from .journal.node_id import load_or_create_node_id
+from .management import Management
 from .message import MessageView
 from .queues import MessageRef, Queue, StoredMessage
 from .security import SecurityError
@@ -103,6 +104,7 @@ class Server:
             for s in config.security_settings
         }
         self.authorizer = Authorizer(config.security_enabled, SecuritySettings(rules), self.user_store)
+        self.management = Management(self)
         self.started = False
         self.stats = {
             "messages_routed": 0,

@@ -215,6 +215,7 @@ class Connection:
         self.sessions_by_remote: dict[int, Session] = {}
         self.user: str | None = None
         self.sasl_done = False
+        self.sasl_offered: Any = None  # client: the mechanisms the server offered
         self.used_sasl = False
         self.opened = False
         self.open_sent = False

@@ -75,10 +75,13 @@ def receive(
             except Exception:  # proton raises Timeout
                 break
             out.append(msg)
-            if accept:
-                receiver.accept()
-            elif accept is False:
-                receiver.release()
+            try:
+                if accept:
+                    receiver.accept()
+                elif accept is False:
+                    receiver.release()
+            except IndexError:
+                pass  # the peer sent it pre-settled (e.g. the Proton C example broker)
     return out
 
 

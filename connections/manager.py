@@ -1,0 +1,94 @@
+"""All broker connections of one server: build them from config, start, stop, list.
+
+The manager knows only the `LinkPolicy` interface; which policies a connection gets follows from
+its child elements. It observes the server so that queues created later are matched too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from broker_core.server import Observer
+
+from .outbound import OutboundConnection
+from .policies import LinkPolicy
+from .queue_links import QueueLinks
+
+if TYPE_CHECKING:
+    from broker_core.config.model import AmqpConnection
+    from broker_core.queues import Queue
+    from broker_core.server import Server
+
+log = logging.getLogger("broker.connections")
+
+# Extra policy factories (the mirror registers itself here): (server, connection config) -> policies.
+PolicyFactory = Callable[["Server", "AmqpConnection"], list[LinkPolicy]]
+
+
+class BrokerConnectionManager(Observer):
+    def __init__(
+        self,
+        server: Server,
+        loop: asyncio.AbstractEventLoop,
+        flusher: Any,
+        extra_factories: list[PolicyFactory] | None = None,
+    ) -> None:
+        self.server = server
+        self.loop = loop
+        self.connections: dict[str, OutboundConnection] = {}
+        for cfg in server.config.broker_connections:
+            policies: list[LinkPolicy] = [QueueLinks(server, link) for link in cfg.links]
+            for factory in extra_factories or []:
+                policies.extend(factory(server, cfg))
+            self.connections[cfg.name] = OutboundConnection(server, cfg, loop, flusher, policies)
+        server.observers.append(self)
+        self._timer: asyncio.TimerHandle | None = None
+
+    def start(self) -> None:
+        for c in self.connections.values():
+            if c.config.auto_start:
+                c.start()
+            else:
+                log.info("broker connection %s: auto-start=false, waiting for a start command", c.name)
+        self._timer = self.loop.call_later(1.0, self._tick)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        for c in self.connections.values():
+            c.stop()
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        for c in self.connections.values():
+            c.tick(now)
+        self._timer = self.loop.call_later(1.0, self._tick)
+
+    # ------------------------------------------------------------------------------ management
+
+    def list(self) -> list[dict[str, Any]]:
+        return [c.describe() for c in self.connections.values()]
+
+    def get(self, name: str) -> OutboundConnection:
+        c = self.connections.get(name)
+        if c is None:
+            raise KeyError(f"no broker connection named {name!r}")
+        return c
+
+    def start_connection(self, name: str) -> None:
+        self.get(name).start()
+        log.info("broker connection %s started by management", name)
+
+    def stop_connection(self, name: str) -> None:
+        self.get(name).stop()
+        log.info("broker connection %s stopped by management", name)
+
+    # ------------------------------------------------------------------------------- observer
+
+    def queue_added(self, queue: Queue) -> None:
+        for c in self.connections.values():
+            c.queue_added(queue)

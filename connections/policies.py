@@ -1,0 +1,60 @@
+"""The one small interface every link kind of a broker connection implements, and the shared parts.
+
+A broker connection owns one AMQP connection with one session. Each `<sender>`, `<receiver>`,
+`<peer>` and `<mirror>` element becomes a `LinkPolicy`; the connection tells each policy when the
+session is up (`attach_all`), when a local queue appears (`queue_added`), and when the connection is gone
+(`detached_all`). A policy reports link problems by raising `ConnectError` (connect phase: counts as a
+failed attempt) from its checks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from broker_core.amqp.connection import Link
+    from broker_core.queues import Queue
+
+    from .outbound import OutboundConnection
+
+
+class ConnectError(Exception):
+    """A connect-phase failure (refused link, missing capability, ...): retried, counted."""
+
+
+class LinkPolicy(Protocol):
+    def attach_all(self, conn: OutboundConnection) -> None:
+        """The session is open: attach every link this policy wants now."""
+
+    def queue_added(self, conn: OutboundConnection, queue: Queue) -> None:
+        """A local queue was created while connected: attach for it if it matches."""
+
+    def remote_attached(self, conn: OutboundConnection, link: Link) -> None:
+        """The remote answered one of our attaches; raise ConnectError to refuse the answer."""
+
+    def on_delivery(
+        self, conn: OutboundConnection, link: Link, delivery_id: int, settled: bool, payload: bytes
+    ) -> None: ...
+
+    def on_outcome(self, conn: OutboundConnection, link: Link, context: Any, state: Any) -> None:
+        """The remote settled a delivery we sent (context is what we passed to send_delivery)."""
+
+    def on_flow(self, conn: OutboundConnection, link: Link) -> None: ...
+
+    def detached_all(self, conn: OutboundConnection) -> None:
+        """The connection is gone: give back whatever was in flight."""
+
+    def pending(self) -> int:
+        """Links attached by this policy whose answer has not arrived yet."""
+        ...
+
+
+@dataclass(slots=True)
+class LinkRole:
+    """What one of our links is for: its policy, the local queue it serves, and its state."""
+
+    policy: LinkPolicy
+    queue: Queue | None = None
+    state: Any = None
+    refused: bool = False

@@ -1,0 +1,228 @@
+"""`<sender>`, `<receiver>` and `<peer>`: links between matching local queues and the remote.
+
+Matching is per local queue (spec §6): `queue-name` is exact equality with the queue's name; otherwise
+`address-match` (broker wildcards) against the queue's *address*. Re-evaluated when queues are created.
+
+- sender: consume the local queue, send to the remote address (= the queue's address); the local ack
+  happens only on the remote's Accepted; Released redelivers, Rejected dead-letters, Modified per flags.
+- receiver: receive from the remote address and route into the local address; Accepted once routed
+  (and durable).
+- peer: both, with the `qd.waypoint` capability on the remote terminus (a Qpid Dispatch waypoint).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from broker_core.amqp.codec import Symbol
+from broker_core.amqp.performatives import (
+    ACCEPTED_BYTES,
+    Accepted,
+    Attach,
+    Modified,
+    Rejected,
+    Released,
+    Source,
+    Target,
+)
+from broker_core.config.model import LinkKind, LinkSettings
+from broker_core.message import MessageView
+from broker_core.queues import MessageRef, Queue
+from filters.wildcard import matcher_for
+
+from .policies import LinkRole
+
+if TYPE_CHECKING:
+    from broker_core.amqp.connection import Link
+    from broker_core.server import Server
+
+    from .outbound import OutboundConnection
+
+WAYPOINT = Symbol("qd.waypoint")
+CREDIT_WINDOW = 1000
+CREDIT_LOW = 300
+
+
+class RemoteConsumer:
+    """A local queue consumer whose deliveries go out on one of our sender links."""
+
+    __slots__ = ("conn", "inflight", "link", "queue", "tag")
+
+    def __init__(self, conn: OutboundConnection, link: Link, queue: Queue) -> None:
+        self.conn = conn
+        self.link = link
+        self.queue = queue
+        self.inflight: dict[int, MessageRef] = {}
+        self.tag = 0
+
+    def can_take(self) -> bool:
+        link = self.link
+        return (
+            link.credit > 0
+            and link.session.remote_incoming_window > 0
+            and self.conn.conn is link.connection
+            and not link.closed_locally
+        )
+
+    def deliver(self, ref: MessageRef) -> None:
+        payload = ref.message.payload
+        if ref.delivery_count:
+            view = MessageView(payload)
+            h = view.header
+            h.delivery_count = ref.delivery_count
+            h.first_acquirer = False
+            payload = view.with_header(h)
+        self.tag += 1
+        self.inflight[id(ref)] = ref
+        self.link.connection.send_delivery(self.link, self.tag.to_bytes(4, "big"), payload, False, ref)
+        self.conn.mark_dirty()
+
+
+class QueueLinks:
+    """One `<sender>`, `<receiver>` or `<peer>` element of a broker connection."""
+
+    def __init__(self, server: Server, settings: LinkSettings) -> None:
+        self.server = server
+        self.settings = settings
+        self.kind = settings.kind
+        self.matcher = matcher_for(settings.address_match) if settings.address_match else None
+        self._pending = 0
+        self.links: dict[tuple[str, bool], Link] = {}  # (queue name, is_sender) -> link
+        self.consumers: dict[str, RemoteConsumer] = {}
+
+    def matches(self, queue: Queue) -> bool:
+        if queue.internal or queue.temporary:
+            return False
+        if self.settings.queue_name:
+            return queue.name == self.settings.queue_name
+        return self.matcher is not None and self.matcher.matches(queue.address)
+
+    def pending(self) -> int:
+        return self._pending
+
+    # ---------------------------------------------------------------------------------- attach
+
+    def attach_all(self, conn: OutboundConnection) -> None:
+        self.links.clear()
+        self.consumers.clear()
+        for q in list(self.server.queues.values()):
+            self.queue_added(conn, q)
+
+    def queue_added(self, conn: OutboundConnection, queue: Queue) -> None:
+        if not self.matches(queue):
+            return
+        if self.kind in (LinkKind.SENDER, LinkKind.PEER) and (queue.name, True) not in self.links:
+            self._attach(conn, queue, sender=True)
+        if self.kind in (LinkKind.RECEIVER, LinkKind.PEER) and (queue.name, False) not in self.links:
+            self._attach(conn, queue, sender=False)
+
+    def _attach(self, conn: OutboundConnection, queue: Queue, sender: bool) -> None:
+        caps = [WAYPOINT] if self.kind is LinkKind.PEER else None
+        name = f"{queue.address}:{uuid.uuid4()}"
+        if sender:
+            attach = Attach(
+                name=name,
+                role=False,
+                snd_settle_mode=0,
+                rcv_settle_mode=0,
+                source=Source(address=queue.address),
+                target=Target(address=queue.address, capabilities=caps),
+            )
+        else:
+            attach = Attach(
+                name=name,
+                role=True,
+                snd_settle_mode=0,
+                rcv_settle_mode=0,
+                source=Source(address=queue.address, capabilities=caps),
+                target=Target(address=queue.address),
+            )
+        link = conn.attach(attach, LinkRole(self, queue))
+        self.links[(queue.name, sender)] = link
+        self._pending += 1
+
+    def remote_attached(self, conn: OutboundConnection, link: Link) -> None:
+        self._pending = max(0, self._pending - 1)
+        role: LinkRole = link.context
+        queue = role.queue
+        assert queue is not None
+        if link.is_sender:
+            consumer = RemoteConsumer(conn, link, queue)
+            role.state = consumer
+            self.consumers[queue.name] = consumer
+            queue.add_consumer(consumer)
+        else:
+            link.connection.flow(link, credit=CREDIT_WINDOW)
+            conn.mark_dirty()
+
+    # ------------------------------------------------------------------------------- traffic
+
+    def on_flow(self, conn: OutboundConnection, link: Link) -> None:
+        role: LinkRole = link.context
+        if link.is_sender and role.queue is not None and isinstance(role.state, RemoteConsumer):
+            role.queue.dispatch(self.server.is_expired)
+            if link.drain and link.credit > 0 and not role.queue.messages:
+                link.connection.drain_complete(link)
+                conn.mark_dirty()
+
+    def on_delivery(
+        self, conn: OutboundConnection, link: Link, delivery_id: int, settled: bool, payload: bytes
+    ) -> None:
+        role: LinkRole = link.context
+        queue = role.queue
+        assert queue is not None
+        session = link.session
+        msg = self.server.route(queue.address, payload, MessageView(payload))
+        if link.credit <= CREDIT_LOW:
+            link.connection.flow(link, credit=CREDIT_WINDOW)
+        conn.mark_dirty()
+        if settled:
+            return
+
+        def accept() -> None:
+            if link.connection is conn.conn and not link.closed_locally:
+                session.incoming_unsettled.pop(delivery_id, None)
+                link.connection.settle_incoming(session, delivery_id, delivery_id, ACCEPTED_BYTES)
+                conn.mark_dirty()
+
+        if msg is not None and msg.durable:
+            self.server.after_durable(accept)
+        else:
+            accept()
+
+    def on_outcome(self, conn: OutboundConnection, link: Link, context: Any, state: Any) -> None:
+        consumer = link.context.state
+        if not isinstance(context, MessageRef) or not isinstance(consumer, RemoteConsumer):
+            return
+        if consumer.inflight.pop(id(context), None) is None or context.consumer is None:
+            return
+        srv = self.server
+        if state is None or isinstance(state, Accepted):
+            srv.acknowledge(context)
+        elif isinstance(state, Rejected):
+            srv.dead_letter(context)
+        elif isinstance(state, Modified):
+            srv.release(
+                context,
+                delivery_failed=bool(state.delivery_failed),
+                undeliverable=bool(state.undeliverable_here),
+            )
+        elif isinstance(state, Released):
+            srv.release(context, delivery_failed=False)
+        else:
+            srv.release(context, delivery_failed=False)
+
+    def detached_all(self, conn: OutboundConnection) -> None:
+        """Connection gone: unacknowledged messages go back to their queues (no attempt counted)."""
+        self._pending = 0
+        for consumer in self.consumers.values():
+            consumer.queue.remove_consumer(consumer)
+            refs = [r for r in consumer.inflight.values() if r.consumer is consumer]
+            consumer.inflight.clear()
+            for r in refs:
+                r.queue.take_in_flight(r)
+            if refs:
+                consumer.queue.requeue(refs)
+        self.consumers.clear()
+        self.links.clear()
