@@ -121,8 +121,10 @@ def _domain(ca: Path | None, mode: int) -> SSLDomain:
     return domain
 
 
-def _round_trip(url: str, domain: SSLDomain, body: str, **kwargs: str) -> str:
-    conn = BlockingConnection(url, ssl_domain=domain, allowed_mechs="ANONYMOUS", timeout=10, **kwargs)
+def _round_trip(url: str, domain: SSLDomain, body: str, virtual_host: str | None = None) -> str:
+    conn = BlockingConnection(
+        url, ssl_domain=domain, allowed_mechs="ANONYMOUS", timeout=10, virtual_host=virtual_host
+    )
     try:
         conn.create_sender("orders").send(Message(body=body, durable=True))
         receiver = conn.create_receiver("orders", credit=1)
