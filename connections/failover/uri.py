@@ -101,7 +101,7 @@ class FailoverUri:
 
 
 def parse_failover_uri(text: str) -> FailoverUri:
-    """Parse any supported connection URI; raises ``ValueError`` saying what is wrong and what was expected."""
+    """Parse any supported connection URI; a ``ValueError`` says what is wrong and what was expected."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"connection URI: expected a non-empty string, got {text!r}")
     text = text.strip()
@@ -112,7 +112,8 @@ def parse_failover_uri(text: str) -> FailoverUri:
         return _parse_composite(text[len("discovery:") :], discovery=True)
     uri = parse_broker_uri(text)
     # A plain URI has no failover: one attempt at start-up and none after a loss (as without failover:).
-    return FailoverUri((uri,), FailoverOptions(max_reconnect_attempts=0, startup_max_reconnect_attempts=0), False)
+    no_retry = FailoverOptions(max_reconnect_attempts=0, startup_max_reconnect_attempts=0)
+    return FailoverUri((uri,), no_retry, failover=False)
 
 
 def parse_broker_uri(text: str, extra: Mapping[str, str] | None = None) -> BrokerUri:
@@ -120,7 +121,8 @@ def parse_broker_uri(text: str, extra: Mapping[str, str] | None = None) -> Broke
     raw = text.strip()
     scheme, sep, rest = raw.partition("://")
     if not sep or scheme.lower() not in SCHEME_ALIASES:
-        raise ValueError(f"broker URI {raw!r}: expected scheme amqp://, amqps:// or tcp:// (tcp maps to amqp)")
+        expected = "amqp://, amqps:// or tcp:// (tcp maps to amqp)"
+        raise ValueError(f"broker URI {raw!r}: expected scheme {expected}")
     authority, _, query = rest.partition("?")
     authority = authority.rstrip("/")
     host, port = _split_host_port(raw, authority, scheme.lower())
@@ -192,7 +194,9 @@ def _static_agent_list(agent: str) -> str:
             if rest:
                 raise ValueError(f"static discovery agent {agent!r}: options belong after discovery:(...)")
             return inner
-    raise ValueError(f"discovery agent {agent!r}: only the static agent is supported: static://(uri1,...,uriN)")
+    raise ValueError(
+        f"discovery agent {agent!r}: only the static agent is supported: static://(uri1,...,uriN)"
+    )
 
 
 def _split_top_level(text: str) -> list[str]:
@@ -302,7 +306,7 @@ def _build_options(raw: dict[str, str], uris: tuple[BrokerUri, ...]) -> Failover
 def _priority_uris(text: str, uris: tuple[BrokerUri, ...]) -> tuple[BrokerUri, ...]:
     items = [item for item in _split_top_level(text) if item]
     if not items:
-        raise ValueError("option priorityURIs: expected a comma-separated list of URIs from the failover list")
+        raise ValueError("option priorityURIs: expected a comma-separated list of URIs of the failover list")
     chosen = tuple(parse_broker_uri(item) for item in items)
     for uri in chosen:
         if uri not in uris:
@@ -315,4 +319,6 @@ def _check_unsupported(key: str, text: str) -> None:
     default = UNSUPPORTED_DEFAULTS[key]
     if text.lower() != default:
         shown = default or "empty"
-        raise ValueError(f"option {key}={text!r} is not supported by this client: expected the default ({shown})")
+        raise ValueError(
+            f"option {key}={text!r} is not supported by this client: expected its default ({shown})"
+        )
