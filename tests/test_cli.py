@@ -1,0 +1,178 @@
+"""The `amqp-mirror` command line: `check-config` and `run` against good, bad and unimplemented configs."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.broker import REPO, BrokerProcess
+from tests.support.client import send
+
+HA_POLICY = "<ha-policy><replication><primary/></replication></ha-policy>"
+
+# Line numbers matter here: each bad element is on a known line (1-based, the XML declaration is 1).
+BAD_XML = """<?xml version="1.0"?>
+<configuration xmlns="urn:activemq">
+  <core xmlns="urn:activemq:core">
+    <persistence-enabled>maybe</persistence-enabled>
+    <journal-file-size>-5</journal-file-size>
+    <acceptors>
+      <acceptor name="amqp">tcp://127.0.0.1:notaport?protocols=AMQP</acceptor>
+    </acceptors>
+  </core>
+</configuration>
+"""
+BAD_LINES = {4: "persistence-enabled", 5: "journal-file-size", 7: "acceptor"}
+
+
+def _cli(cwd: Path, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    argv = [sys.executable, "-m", "broker_core.cli", *args]
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _problem_lines(output: str, file_name: str) -> dict[int, str]:
+    """`file:line: ...` problem lines by line number."""
+    found: dict[int, str] = {}
+    for text in output.splitlines():
+        match = re.search(rf"\b{re.escape(file_name)}:(\d+): (.*)", text)
+        if match:
+            found[int(match.group(1))] = match.group(2)
+    return found
+
+
+def _line_of(text: str, needle: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), start=1) if needle in line)
+
+
+@pytest.fixture
+def good_config(tmp_path: Path) -> Path:
+    return BrokerProcess(tmp_path / "good").write_config()
+
+
+@pytest.fixture
+def bad_config(tmp_path: Path) -> Path:
+    path = tmp_path / "bad" / "etc" / "broker.xml"
+    path.parent.mkdir(parents=True)
+    path.write_text(BAD_XML)
+    return path
+
+
+@pytest.fixture
+def ha_config(tmp_path: Path) -> tuple[BrokerProcess, int]:
+    """A broker whose config has an unimplemented `<ha-policy>`, and that element's line."""
+    broker = BrokerProcess(tmp_path / "ha", xml_kwargs={"extra": HA_POLICY})
+    broker.write_config()
+    return broker, _line_of(broker.config_path.read_text(), "<ha-policy>")
+
+
+# -------------------------------------------------------------------------------------- check-config
+
+
+def test_check_config_accepts_a_good_file(good_config: Path) -> None:
+    result = _cli(good_config.parent, "check-config", str(good_config))
+    assert result.returncode == 0, result.stderr
+    assert "0 error(s)" in result.stdout
+    assert _problem_lines(result.stderr, "broker.xml") == {}
+
+
+def test_check_config_lists_every_problem_with_its_line(bad_config: Path) -> None:
+    result = _cli(bad_config.parent, "check-config", str(bad_config))
+    assert result.returncode != 0
+    problems = _problem_lines(result.stderr, "broker.xml")
+    assert set(problems) == set(BAD_LINES), result.stderr
+    for line, element in BAD_LINES.items():
+        assert element in problems[line]
+    assert "Traceback" not in result.stderr
+
+
+def test_check_config_reports_malformed_xml_with_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "broken.xml"
+    path.write_text('<?xml version="1.0"?>\n<configuration>\n  <core>\n  </cor>\n</configuration>\n')
+    result = _cli(tmp_path, "check-config", str(path))
+    assert result.returncode != 0
+    assert 4 in _problem_lines(result.stderr, "broken.xml"), result.stderr
+
+
+def test_check_config_on_a_missing_file_fails_without_a_traceback(tmp_path: Path) -> None:
+    result = _cli(tmp_path, "check-config", str(tmp_path / "absent.xml"))
+    assert result.returncode != 0
+    assert "absent.xml" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_check_config_warns_about_unimplemented_elements_and_strict_refuses(
+    ha_config: tuple[BrokerProcess, int],
+) -> None:
+    broker, line = ha_config
+    relaxed = _cli(broker.home, "check-config", str(broker.config_path))
+    assert relaxed.returncode == 0, relaxed.stderr
+    assert "ha-policy" in _problem_lines(relaxed.stderr, "broker.xml").get(line, ""), relaxed.stderr
+    assert "warning" in relaxed.stderr
+
+    strict = _cli(broker.home, "check-config", "--strict", str(broker.config_path))
+    assert strict.returncode != 0
+    assert "ha-policy" in _problem_lines(strict.stderr, "broker.xml").get(line, ""), strict.stderr
+
+
+@pytest.mark.xfail(
+    reason="under --strict the unimplemented-element problem is an error but its text still ends "
+    "'not implemented yet; ignored' (config parser), which tells the operator the opposite",
+    strict=True,
+)
+def test_strict_refusal_does_not_say_ignored(ha_config: tuple[BrokerProcess, int]) -> None:
+    broker, line = ha_config
+    strict = _cli(broker.home, "check-config", "--strict", str(broker.config_path))
+    assert "ignored" not in _problem_lines(strict.stderr, "broker.xml")[line]
+
+
+# ----------------------------------------------------------------------------------------------- run
+
+
+def test_run_with_a_bad_config_exits_non_zero_with_the_problems(bad_config: Path) -> None:
+    home = bad_config.parent.parent
+    result = _cli(home, "run", "--config", str(bad_config))
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert set(_problem_lines(output, "broker.xml")) == set(BAD_LINES), output
+    assert "listening on" not in output
+    assert "Traceback" not in output
+    assert not (home / "data").exists()  # refused before touching the journal
+
+
+def test_run_logs_unimplemented_elements_with_their_line_and_serves(
+    ha_config: tuple[BrokerProcess, int],
+) -> None:
+    broker, line = ha_config
+    broker.start()
+    try:
+        log = broker.log()
+        warning = _problem_lines(log, "broker.xml").get(line, "")
+        assert "ha-policy" in warning, log
+        assert re.search(rf"WARNING.*broker\.xml:{line}: .*ha-policy", log), log
+        assert send(broker.url, "cli.check", ["served"]) == 1
+    finally:
+        assert broker.stop() == 0
+
+
+def test_run_strict_refuses_unimplemented_elements(ha_config: tuple[BrokerProcess, int]) -> None:
+    broker, line = ha_config
+    result = _cli(broker.home, "run", "--strict", "--config", str(broker.config_path))
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert "ha-policy" in _problem_lines(output, "broker.xml").get(line, ""), output
+    assert "listening on" not in output
+
+
+def test_the_harness_config_is_clean_even_under_strict(tmp_path: Path) -> None:
+    """The broker.xml every integration test runs with has no problem at all (no warning either)."""
+    broker = BrokerProcess(tmp_path / "plain", xml_kwargs={"security": True})
+    broker.write_config()
+    result = _cli(tmp_path, "check-config", "--strict", str(broker.config_path))
+    assert result.returncode == 0, result.stderr
+    assert "0 error(s), 0 warning(s)" in result.stdout
