@@ -49,6 +49,7 @@ QUEUE_CAPS = {"queue", "temporary-queue"}
 TOPIC_CAPS = {"topic", "temporary-topic"}
 SELECTOR_FILTER = "apache.org:selector-filter:string"
 DEFAULT_MAX_MESSAGE_SIZE = 100 * 1024 * 1024
+MIRROR_PREFIX = "$ACTIVEMQ_ARTEMIS_MIRROR"
 
 
 class Producer:
@@ -60,6 +61,17 @@ class Producer:
         self.credit_window = window
         self.credit_low = low
         self.checked: set[str] = set()  # addresses this anonymous link may send to
+
+
+class MirrorLink:
+    """A remote broker's mirror link into this broker."""
+
+    __slots__ = ("credit_low", "credit_window", "remote_id")
+
+    def __init__(self, remote_id: str, window: int, low: int) -> None:
+        self.remote_id = remote_id
+        self.credit_window = window
+        self.credit_low = low
 
 
 class LinkConsumer:
@@ -86,6 +98,13 @@ class LinkConsumer:
             and not self.closed
             and self.endpoint.writable
         )
+
+    def kick(self, condition: str, description: str) -> None:
+        """The queue went away under us: detach the link with the reason."""
+        ep = self.endpoint
+        ep._link_gone(self.link, closed=True)
+        ep.conn.detach(self.link, closed=True, condition=condition, description=description)
+        ep.mark_dirty()
 
     def deliver(self, ref: MessageRef) -> None:
         ep = self.endpoint
@@ -296,6 +315,9 @@ class BrokerEndpoint:
         routing_type = None
         if isinstance(target, Target) and target.dynamic:
             raise BrokerError(errors.NOT_IMPLEMENTED, "dynamic targets are not supported")
+        if address and address.startswith(MIRROR_PREFIX) and self.server.mirror_target is not None:
+            self._attach_mirror(link, attach, address)
+            return
         if address and address == self.server.config.management_address:
             self.server.check(self.conn.user, address, "manage")
         elif address and isinstance(target, Target):
@@ -320,6 +342,38 @@ class BrokerEndpoint:
         )
         self.conn.attach(link.session, reply, link)
         self.conn.flow(link, credit=a.amqp_credits)
+        self.mark_dirty()
+
+    def _attach_mirror(self, link: Link, attach: Attach, address: str) -> None:
+        """A remote broker's mirror link (spec §1.3): SEND permission, then the amq.mirror capability."""
+        from mirror.attach import (
+            mirror_refusal,
+            mirror_target_answer,
+            remote_broker_id,
+            send_permission_refusal,
+        )
+
+        try:
+            self.server.check(self.conn.user, address, "send")
+        except SecurityError as exc:
+            condition, description = send_permission_refusal(str(exc))
+            log.warning("%s: mirror link %r refused: %s", self.peer, link.name, description)
+            self._refuse(link, attach, condition, description)
+            return
+        refusal = mirror_refusal(attach)
+        remote = remote_broker_id(attach)
+        if refusal is None and not remote:
+            refusal = (errors.INVALID_FIELD, "mirror link without x-opt-amq-bkr-id link property")
+        if refusal is not None:
+            log.warning("%s: mirror link %r refused: %s", self.peer, link.name, refusal[1])
+            self._refuse(link, attach, *refusal)
+            return
+        reply = mirror_target_answer(attach, self.server.node_id, handle=0)
+        self.conn.attach(link.session, reply, link)
+        a = self.acceptor
+        link.context = MirrorLink(str(remote), a.amqp_credits, a.amqp_low_credits)
+        self.conn.flow(link, credit=a.amqp_credits)
+        log.info("%s: mirror link from broker %s attached on %s", self.peer, remote, address)
         self.mark_dirty()
 
     def _attach_consumer(self, link: Link, attach: Attach) -> None:
@@ -415,9 +469,12 @@ class BrokerEndpoint:
         self, link: Link, delivery_id: int, tag: bytes, settled: bool, payload: bytes, message_format: int
     ) -> None:
         producer = link.context
+        session = link.session
+        if isinstance(producer, MirrorLink):
+            self._mirror_delivery(link, producer, delivery_id, settled, payload)
+            return
         if not isinstance(producer, Producer):
             return
-        session = link.session
         srv = self.server
         try:
             view = MessageView(payload)
@@ -454,6 +511,21 @@ class BrokerEndpoint:
             return
         if msg is not None and msg.durable:
             srv.after_durable(lambda: self._accept_later(session, delivery_id))
+        else:
+            self._accept_later(session, delivery_id)
+
+    def _mirror_delivery(
+        self, link: Link, ml: MirrorLink, delivery_id: int, settled: bool, payload: bytes
+    ) -> None:
+        session = link.session
+        durable = self.server.mirror_target.apply(ml.remote_id, payload)
+        if link.credit <= ml.credit_low and not link.closed_locally:
+            self.conn.flow(link, credit=ml.credit_window)
+            self.mark_dirty()
+        if settled:
+            return
+        if durable:
+            self.server.after_durable(lambda: self._accept_later(session, delivery_id))
         else:
             self._accept_later(session, delivery_id)
 

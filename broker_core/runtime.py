@@ -14,12 +14,17 @@ import signal
 from collections.abc import Callable
 
 from connections.manager import BrokerConnectionManager
+from mirror.install import mirror_policies
+from mirror.source import MirrorSource
+from mirror.target import MirrorTarget
 
 from .acceptor import Listener
 from .config.model import BrokerConfig
 from .server import Server
 
 log = logging.getLogger(__name__)
+
+ACK_RETRY_INTERVAL = 0.1  # Artemis's mirror-ack-manager-retry-delay default (100 ms)
 
 
 class Broker:
@@ -31,6 +36,7 @@ class Broker:
         self.server = Server(config, log=logging.getLogger(f"broker.{config.name}"))
         self.listener: Listener | None = None
         self.connections: BrokerConnectionManager | None = None
+        self._retry_timer: asyncio.TimerHandle | None = None
         self.on_started: list[Callable[[Broker], None]] = []
 
     async def start(self) -> None:
@@ -42,11 +48,31 @@ class Broker:
         self.server.start(dispatch=dispatch)
         self.listener = Listener(self.server, self.loop)
         await self.listener.start()
-        self.connections = BrokerConnectionManager(self.server, self.loop, self.listener.flusher)
+        self.server.mirror_target = MirrorTarget(self.server)
+        self.connections = BrokerConnectionManager(
+            self.server, self.loop, self.listener.flusher, extra_factories=[mirror_policies]
+        )
+        self.server.management.extensions["getMirrorStatus"] = self.mirror_status
+        self._retry_timer = self.loop.call_later(ACK_RETRY_INTERVAL, self._retry_acks)
         self.server.management.connections = self.connections
         self.connections.start()
         for cb in self.on_started:
             cb(self)
+
+    def _retry_acks(self) -> None:
+        self.server.mirror_target.retry_acks()
+        self._retry_timer = self.loop.call_later(ACK_RETRY_INTERVAL, self._retry_acks)
+
+    def mirror_status(self) -> dict[str, object]:
+        sources = []
+        if self.connections is not None:
+            for c in self.connections.connections.values():
+                sources += [
+                    {**p.status(), "connected": c.connected}
+                    for p in c.policies
+                    if isinstance(p, MirrorSource)
+                ]
+        return {"sources": sources, "target": self.server.mirror_target.status()}
 
     def port(self, acceptor: str | None = None) -> int:
         assert self.listener is not None
@@ -55,6 +81,8 @@ class Broker:
         return self.listener.bound[acceptor][1]
 
     async def stop(self) -> None:
+        if self._retry_timer is not None:
+            self._retry_timer.cancel()
         if self.connections is not None:
             self.connections.stop()
         if self.listener is not None:

@@ -67,6 +67,8 @@ class Observer:
     def queue_removed(self, queue: Queue) -> None: ...
     def message_routed(self, message: StoredMessage, queues: list[Queue]) -> None: ...
     def message_acked(self, ref: MessageRef, reason: int) -> None: ...
+    def extra_queues(self, message: StoredMessage, queues: list[Queue]) -> list[Queue]:
+        return []
 
 
 class Server:
@@ -105,6 +107,12 @@ class Server:
         }
         self.authorizer = Authorizer(config.security_enabled, SecuritySettings(rules), self.user_store)
         self.management = Management(self)
+        # (origin broker id, origin message id) -> live message: how mirrored acks find their message
+        self.identity: dict[tuple[str, int], StoredMessage] = {}
+        # the remote broker whose mirror event is being applied right now (None: a local client)
+        self.mirror_context: str | None = None
+        self.meta: dict[str, bytes] = {}
+        self.mirror_target: Any = None  # mirror.target.MirrorTarget, installed by the runtime
         self.started = False
         self.stats = {
             "messages_routed": 0,
@@ -200,6 +208,9 @@ class Server:
                     continue
                 msg.live_refs += 1
                 rq.messages.append(MessageRef(msg, rq, rm.delivery_counts.get(queue_id, 0)))
+            if msg.live_refs:
+                self.identity[self.identity_of(msg)] = msg
+        self.meta = {k: v for k, v in state.meta.items() if v}
         self._next_message_id = max(self._next_message_id, state.max_message_id + 1)
         self._next_queue_id = max(self._next_queue_id, state.max_queue_id + 1)
         self._next_address_id = max(self._next_address_id, state.max_address_id + 1)
@@ -358,7 +369,13 @@ class Server:
             addr.queues.remove(q)
         for ref in q.messages:
             ref.message.live_refs -= 1
+            if ref.message.live_refs <= 0:
+                self.identity.pop(self.identity_of(ref.message), None)
         q.messages.clear()
+        for c in list(q.consumers):
+            kick = getattr(c, "kick", None)
+            if kick is not None:
+                kick("amqp:resource-deleted", f"queue {name} was deleted")
         if q.durable and not q.temporary:
             self.persist(records.QueueRemoved(q.id))
         for o in self.observers:
@@ -429,6 +446,9 @@ class Server:
         msg.via_mirror = via_mirror
         if origin is not None:
             msg.origin_broker_id, msg.origin_message_id = origin
+        for o in self.observers:
+            # the mirror's store-and-forward queue joins here, so it is in the same journal record
+            targets.extend(o.extra_queues(msg, targets))
         durable_ids: list[int] = []
         for q in targets:
             msg.live_refs += 1
@@ -453,11 +473,47 @@ class Server:
             msg.durable = False
         addr.routed += 1
         self.stats["messages_routed"] += 1
+        self.identity[self.identity_of(msg)] = msg
         for o in self.observers:
             o.message_routed(msg, targets)
         for q in targets:
             q.enqueue(MessageRef(msg, q))
         return msg
+
+    def identity_of(self, msg: StoredMessage) -> tuple[str, int]:
+        mid = msg.origin_message_id if msg.origin_message_id is not None else msg.id
+        return (msg.origin_broker_id or self.node_id, mid)
+
+    def enqueue_internal(self, queue: Queue, payload: bytes, durable: bool = True) -> StoredMessage:
+        """Put a broker-made message (e.g. a mirror control event) on one internal queue."""
+        now_ms = int(self.clock() * 1000)
+        msg = StoredMessage(self.new_message_id(), queue.address, payload, durable, 0, now_ms)
+        msg.live_refs = 1
+        if durable and queue.durable and self.config.persistence_enabled:
+            self.persist(records.MessageAdded(msg.id, queue.address, (queue.id,), payload, now_ms))
+        else:
+            msg.durable = False
+        queue.enqueue(MessageRef(msg, queue))
+        return msg
+
+    def set_meta(self, key: str, value: bytes) -> None:
+        self.meta[key] = value
+        if self.config.persistence_enabled:
+            self.persist(records.MetaRecord(key, value))
+
+    def find_ref(self, queue: Queue, origin: str, message_id: int) -> MessageRef | None:
+        """The waiting (not in-flight) reference on `queue` to the message with that identity."""
+        msg = self.identity.get((origin, message_id))
+        if msg is None:
+            return None
+        for ref in queue.messages:
+            if ref.message is msg:
+                return ref
+        return None
+
+    def take(self, ref: MessageRef) -> None:
+        """Remove a waiting reference from its queue (before acknowledging it out of band)."""
+        ref.queue.messages.remove(ref)
 
     def is_expired(self, ref: MessageRef) -> bool:
         exp = ref.message.expiry_ms
@@ -474,6 +530,8 @@ class Server:
             q.take_in_flight(ref)
         q.acked += 1
         msg.live_refs -= 1
+        if msg.live_refs <= 0:
+            self.identity.pop(self.identity_of(msg), None)
         self.stats["messages_acked"] += 1
         if msg.durable and q.durable and self.config.persistence_enabled:
             self.persist(records.MessageAcked(q.id, msg.id, reason, via_mirror, int(self.clock() * 1000)))

@@ -15,6 +15,7 @@ def request(
     user: str | None = None,
     password: str | None = None,
     address: str = "activemq.management",
+    resource: str = "broker",
     timeout: float = 10,
 ) -> Any:
     """Send one management request to the broker at `url` and return its decoded result."""
@@ -33,15 +34,17 @@ def request(
             body=json.dumps(params),
             reply_to=reply_to,
             id="req-1",
-            properties={"_AMQ_ResourceName": "broker", "_AMQ_OperationName": operation},
+            properties={"_AMQ_ResourceName": resource, "_AMQ_OperationName": operation},
         )
         sender.send(msg)
         reply = replies.receive(timeout=timeout)
         replies.accept()
     finally:
         conn.close()
-    result = json.loads(reply.body)[0]
-    if not reply.properties.get("_AMQ_OperationSucceeded"):
+    body: Any = reply.body
+    result = json.loads(body)[0]
+    props: dict[str, Any] = reply.properties or {}
+    if not props.get("_AMQ_OperationSucceeded"):
         raise RuntimeError(f"{operation} failed: {result}")
     return result
 

@@ -76,6 +76,10 @@ class OutboundConnection:
         return self.machine.state is State.CONNECTED
 
     def start(self) -> None:
+        for p in self.policies:
+            install = getattr(p, "install", None)
+            if install is not None:
+                install()  # e.g. the mirror starts capturing events now, connected or not
         self._do(self.machine.handle(Event.START))
 
     def stop(self) -> None:
@@ -288,10 +292,10 @@ class OutboundConnection:
     def on_attach(self, link: Link, attach: Attach) -> None:
         policy = _policy_of(link)
         if policy is None:  # the remote opened a link we did not ask for
-            self.conn.detach(
+            link.connection.detach(
                 link,
                 closed=True,
-                condition=errors.NOT_ALLOWED,  # type: ignore[union-attr]
+                condition=errors.NOT_ALLOWED,
                 description="broker connections accept no incoming links",
             )
             return
@@ -366,7 +370,7 @@ class OutboundConnection:
     def queue_added(self, queue: Queue) -> None:
         if self.machine.state in (State.CONNECTED, State.CONNECTING) and self.session is not None:
             for p in self.policies:
-                p.queue_added(self, queue)
+                p.local_queue_added(self, queue)
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -27,7 +27,7 @@ class LinkPolicy(Protocol):
     def attach_all(self, conn: OutboundConnection) -> None:
         """The session is open: attach every link this policy wants now."""
 
-    def queue_added(self, conn: OutboundConnection, queue: Queue) -> None:
+    def local_queue_added(self, conn: OutboundConnection, queue: Queue) -> None:
         """A local queue was created while connected: attach for it if it matches."""
 
     def remote_attached(self, conn: OutboundConnection, link: Link) -> None:

@@ -107,9 +107,9 @@ class QueueLinks:
         self.links.clear()
         self.consumers.clear()
         for q in list(self.server.queues.values()):
-            self.queue_added(conn, q)
+            self.local_queue_added(conn, q)
 
-    def queue_added(self, conn: OutboundConnection, queue: Queue) -> None:
+    def local_queue_added(self, conn: OutboundConnection, queue: Queue) -> None:
         if not self.matches(queue):
             return
         if self.kind in (LinkKind.SENDER, LinkKind.PEER) and (queue.name, True) not in self.links:

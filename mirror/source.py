@@ -1,0 +1,332 @@
+"""The mirror source: broker events -> filter -> store-and-forward queue -> one ordered link.
+
+Every routed message, acknowledgement, address and queue creation or removal becomes an event on the
+durable internal queue `$ACTIVEMQ_ARTEMIS_MIRROR_<connection>`; an event leaves that queue only when
+the target has Accepted it. A routed message is not copied: the queue gets a reference to the same
+stored message, written in the same journal record as the client's send, so the two cannot part.
+
+Loop prevention (spec §3.2): nothing that the broker is applying *from* this mirror's own remote is
+sent back to it, and a message never goes back to the broker it originated on. `server.mirror_context`
+names the remote whose event is being applied while a target applies it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from broker_core.amqp.performatives import Accepted, Rejected
+from broker_core.queues import MessageRef, Queue, StoredMessage
+from broker_core.server import ACK_REPLACED, ANYCAST, Address, Observer
+from connections.policies import ConnectError, LinkRole
+from filters.address_filter import AddressFilter
+
+from . import wire
+from .attach import check_target_answer, mirror_source_attach, remote_broker_id
+from .json_shapes import AddressInfo, QueueConfiguration
+from .json_shapes import RoutingType as JsonRoutingType
+from .target import ACK_RETRY_CONTEXT
+
+if TYPE_CHECKING:
+    from broker_core.amqp.connection import Link
+    from broker_core.config.model import AmqpConnection, MirrorSettings
+    from broker_core.server import Server
+    from connections.outbound import OutboundConnection
+
+log = logging.getLogger("broker.mirror")
+
+
+class MirrorConsumer:
+    """Feeds the store-and-forward queue to the mirror link, adding the mirror's annotations."""
+
+    __slots__ = ("conn", "inflight", "link", "queue", "source", "tag")
+
+    def __init__(self, source: MirrorSource, conn: OutboundConnection, link: Link, queue: Queue) -> None:
+        self.source = source
+        self.conn = conn
+        self.link = link
+        self.queue = queue
+        self.inflight: dict[int, MessageRef] = {}
+        self.tag = 0
+
+    def can_take(self) -> bool:
+        link = self.link
+        return (
+            link.credit > 0
+            and link.session.remote_incoming_window > 0
+            and self.conn.conn is link.connection
+            and not link.closed_locally
+        )
+
+    def deliver(self, ref: MessageRef) -> None:
+        payload = self.source.wire_payload(ref.message)
+        self.tag += 1
+        self.inflight[id(ref)] = ref
+        self.link.connection.send_delivery(self.link, self.tag.to_bytes(4, "big"), payload, False, ref)
+        self.source.stats["events_sent"] += 1
+        self.conn.mark_dirty()
+
+
+class MirrorSource(Observer):
+    """One `<mirror>` of one broker connection: an observer of the server and a link policy."""
+
+    def __init__(self, server: Server, connection: AmqpConnection, settings: MirrorSettings) -> None:
+        self.server = server
+        self.name = connection.name
+        self.settings = settings
+        self.snf = wire.snf_name(connection.name)
+        self.filter = AddressFilter.parse(settings.address_filter)
+        self.queue: Queue | None = None
+        self.consumer: MirrorConsumer | None = None
+        self._pending = 0
+        self.installed = False
+        self.stats = {"events_sent": 0, "events_accepted": 0, "events_queued": 0}
+
+    @property
+    def remote_id(self) -> str | None:
+        value = self.server.meta.get(f"mirror.remote.{self.name}")
+        return value.decode() if value else None
+
+    # ------------------------------------------------------------------------------- install
+
+    def install(self) -> None:
+        """Create the store-and-forward queue, start observing, announce the existing topology."""
+        if self.installed:
+            return
+        srv = self.server
+        q = srv.queues.get(self.snf)
+        if q is None:
+            q = srv.create_queue(self.snf, self.snf, ANYCAST, durable=self.settings.durable, internal=True)
+        q.internal = True
+        self.queue = q
+        srv.observers.append(self)
+        self.installed = True
+        if self.settings.queue_creation:
+            for addr in list(srv.addresses.values()):
+                self.address_added(addr)
+            for queue in list(srv.queues.values()):
+                self.queue_added(queue)
+        log.info(
+            "mirror %s installed: store-and-forward queue %s holds %d events", self.name, self.snf, q.depth
+        )
+
+    # ---------------------------------------------------------------------------------- rules
+
+    def _excluded(self, address: str) -> bool:
+        return (
+            address.startswith(wire.MIRROR_ADDRESS_PREFIX)
+            or address.startswith(self.server.config.management_address)
+            or not self.filter.matches(address)
+        )
+
+    def _from_remote(self) -> bool:
+        """True while applying an event that came from this mirror's remote (or any, before we know it)."""
+        ctx = self.server.mirror_context
+        if ctx is None:
+            return False
+        if ctx == ACK_RETRY_CONTEXT:
+            return True
+        remote = self.remote_id
+        return remote is None or ctx == remote
+
+    def _queue_skipped(self, q: Queue) -> bool:
+        return q.internal or q.temporary or q.name.startswith(wire.MIRROR_ADDRESS_PREFIX)
+
+    def _event(self, payload: bytes) -> None:
+        assert self.queue is not None
+        self.server.enqueue_internal(self.queue, payload, durable=True)
+        self.stats["events_queued"] += 1
+
+    # ------------------------------------------------------------------------------- observer
+
+    def address_added(self, address: Address) -> None:
+        if (
+            not self.settings.queue_creation
+            or self.server.mirror_context is not None
+            or address.internal
+            or self._excluded(address.name)
+        ):
+            return
+        self._event(wire.add_address(_address_info(address)))
+
+    def address_removed(self, address: Address) -> None:
+        if (
+            not self.settings.queue_removal
+            or self._from_remote()
+            or address.internal
+            or self._excluded(address.name)
+        ):
+            return
+        self._event(wire.delete_address(_address_info(address)))
+
+    def queue_added(self, queue: Queue) -> None:
+        if (
+            not self.settings.queue_creation
+            or self._from_remote()
+            or self._queue_skipped(queue)
+            or self._excluded(queue.address)
+        ):
+            return
+        self._event(wire.create_queue(_queue_config(queue)))
+
+    def queue_removed(self, queue: Queue) -> None:
+        if (
+            not self.settings.queue_removal
+            or self._from_remote()
+            or self._queue_skipped(queue)
+            or self._excluded(queue.address)
+        ):
+            return
+        self._event(wire.delete_queue(queue.address, queue.name))
+
+    def extra_queues(self, message: StoredMessage, queues: list[Queue]) -> list[Queue]:
+        remote = self.remote_id
+        if self._from_remote() or (remote is not None and message.origin_broker_id == remote):
+            return []
+        if self._excluded(message.address) or all(self._queue_skipped(q) for q in queues):
+            return []
+        assert self.queue is not None
+        self.stats["events_queued"] += 1
+        return [self.queue]
+
+    def message_acked(self, ref: MessageRef, reason: int) -> None:
+        q = ref.queue
+        if (
+            not self.settings.message_acknowledgements
+            or reason == ACK_REPLACED
+            or self._from_remote()
+            or self._queue_skipped(q)
+            or self._excluded(q.address)
+        ):
+            return
+        msg = ref.message
+        mid = msg.origin_message_id if msg.origin_message_id is not None else msg.id
+        self._event(wire.post_ack(q.address, q.name, mid, msg.origin_broker_id, wire.AckReason(reason)))
+
+    # ---------------------------------------------------------------------------- wire payload
+
+    def wire_payload(self, msg: StoredMessage) -> bytes:
+        if msg.address == self.snf:
+            return msg.payload  # a control event, already in its wire form
+        mid = msg.origin_message_id if msg.origin_message_id is not None else msg.id
+        dst = wire.destination_annotation(msg.payload, msg.address)
+        return wire.encode_replicated(msg.payload, mid, msg.origin_broker_id, dst)
+
+    # ----------------------------------------------------------------------------- link policy
+
+    def pending(self) -> int:
+        return self._pending
+
+    def attach_all(self, conn: OutboundConnection) -> None:
+        self.install()
+        attach = mirror_source_attach(self.name, self.server.node_id, str(uuid.uuid4()))
+        conn.attach(attach, LinkRole(self, self.queue))
+        self._pending = 1
+
+    def local_queue_added(self, conn: OutboundConnection, queue: Queue) -> None:
+        pass  # queues reach the target as createQueue events, not as links
+
+    def remote_attached(self, conn: OutboundConnection, link: Link) -> None:
+        self._pending = 0
+        answer = link.remote_attach
+        assert answer is not None and self.queue is not None
+        problem = check_target_answer(answer, self.server.node_id, address=self.snf)
+        if problem is not None:
+            raise ConnectError(problem)
+        remote = str(remote_broker_id(answer))
+        if remote != self.remote_id:
+            self.server.set_meta(f"mirror.remote.{self.name}", remote.encode())
+            log.info("mirror %s: target broker id %s", self.name, remote)
+        consumer = MirrorConsumer(self, conn, link, self.queue)
+        link.context.state = consumer
+        self.consumer = consumer
+        self.queue.add_consumer(consumer)
+        self.queue.dispatch()
+
+    def on_flow(self, conn: OutboundConnection, link: Link) -> None:
+        if self.queue is not None and self.consumer is not None:
+            self.queue.dispatch()
+
+    def on_delivery(
+        self, conn: OutboundConnection, link: Link, delivery_id: int, settled: bool, payload: bytes
+    ) -> None:
+        pass  # the mirror link only sends
+
+    def on_outcome(self, conn: OutboundConnection, link: Link, context: Any, state: Any) -> None:
+        consumer = self.consumer
+        if consumer is None or not isinstance(context, MessageRef):
+            return
+        if consumer.inflight.pop(id(context), None) is None or context.consumer is None:
+            return
+        if state is None or isinstance(state, Accepted):
+            self.stats["events_accepted"] += 1
+            self.server.acknowledge(context)
+        elif isinstance(state, Rejected):
+            log.warning(
+                "mirror %s: target rejected event %d (%s); dropping it",
+                self.name,
+                context.message.id,
+                state.error.description if state.error else "no reason",
+            )
+            self.server.acknowledge(context)
+        else:
+            self.server.release(context, delivery_failed=False)
+
+    def detached_all(self, conn: OutboundConnection) -> None:
+        self._pending = 0
+        consumer, self.consumer = self.consumer, None
+        if consumer is None:
+            return
+        consumer.queue.remove_consumer(consumer)
+        refs = [r for r in consumer.inflight.values() if r.consumer is consumer]
+        consumer.inflight.clear()
+        for r in refs:
+            r.queue.take_in_flight(r)
+        if refs:
+            consumer.queue.requeue(refs)
+
+    # ---------------------------------------------------------------------------------- status
+
+    def status(self) -> dict[str, Any]:
+        q = self.queue
+        pending = q.depth if q is not None else 0
+        oldest = q.messages[0].message.timestamp_ms if q is not None and q.messages else None
+        return {
+            "name": self.name,
+            "queue": self.snf,
+            "remoteBrokerId": self.remote_id,
+            "pendingEvents": pending,
+            "pendingBytes": sum(len(r.message.payload) for r in q.messages) if q is not None else 0,
+            "oldestPendingAgeMs": int(time.time() * 1000) - oldest if oldest else 0,
+            "eventsQueued": self.stats["events_queued"],
+            "eventsSent": self.stats["events_sent"],
+            "eventsAccepted": self.stats["events_accepted"],
+        }
+
+
+def _address_info(address: Address) -> AddressInfo:
+    types = tuple(JsonRoutingType[rt] for rt in sorted(address.routing_types))
+    return AddressInfo(
+        name=address.name,
+        routing_types=types,
+        auto_created=address.auto_created,
+        internal=address.internal,
+        id=address.id,
+    )
+
+
+def _queue_config(q: Queue) -> QueueConfiguration:
+    return QueueConfiguration(
+        name=q.name,
+        id=q.id,
+        address=q.address,
+        routing_type=JsonRoutingType[q.routing_type],
+        filter_string=q.filter_string,
+        durable=q.durable,
+        max_consumers=q.max_consumers,
+        purge_on_no_consumers=q.purge_on_no_consumers,
+        auto_created=q.auto_created,
+        internal=q.internal,
+    )

@@ -1,0 +1,227 @@
+"""The mirror target: apply a remote broker's events idempotently, then answer Accepted once durable.
+
+- Messages: deduplicated per origin broker by id (ids from one origin arrive in increasing order on its
+  ordered link, so a persisted high-water mark per origin suffices and survives restarts), stored with
+  their (origin broker, origin id) identity, routed with `server.mirror_context` set so that our own
+  mirror sources do not reflect them.
+- postAck: the message is found by identity on the named queue; when it is not there yet (or is out to
+  a local consumer) the ack is kept as a persisted retry and tried again, a bounded number of times.
+- Address/queue events: create if missing, delete if present; errors are logged, never refused.
+The target always answers Accepted (an Artemis source treats Rejected as loss), once the work is on disk.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from broker_core.message import MessageView
+from broker_core.server import ACK_EXPIRED, ANYCAST, MULTICAST, BrokerError
+
+from . import wire
+
+if TYPE_CHECKING:
+    from broker_core.server import Server
+
+log = logging.getLogger("broker.mirror")
+
+ACK_RETRY_PREFIX = "mirror.ackretry."
+ACK_RETRY_CONTEXT = "ack-retry"  # server.mirror_context while retrying: retried acks are not forwarded
+DEDUP_PREFIX = "mirror.dedup."
+
+
+class AckRetries:
+    """postAcks whose message was not found yet, persisted as meta records, retried on a timer."""
+
+    def __init__(self, server: Server, attempts: int = 5) -> None:
+        self.server = server
+        self.attempts = attempts
+        self.tries: dict[str, int] = {}
+        self.stats = {"ack_retries": 0, "acks_never_matched": 0, "acks_matched_on_retry": 0}
+        for key in list(server.meta):
+            if key.startswith(ACK_RETRY_PREFIX):
+                self.tries[key] = 0
+
+    def add(self, origin: str, message_id: int, queue: str, reason: int) -> None:
+        key = f"{ACK_RETRY_PREFIX}{origin}|{message_id}|{queue}"
+        self.server.set_meta(key, str(reason).encode())
+        self.tries[key] = 0
+        self.stats["ack_retries"] += 1
+
+    def retry_all(self, apply: Callable[[str, int, str, int], bool]) -> None:
+        for key in list(self.tries):
+            origin, mid, queue = key[len(ACK_RETRY_PREFIX) :].split("|", 2)
+            reason = int(self.server.meta.get(key, b"0") or b"0")
+            if apply(origin, int(mid), queue, reason):
+                self.stats["acks_matched_on_retry"] += 1
+                self._drop(key)
+                continue
+            self.tries[key] += 1
+            if self.tries[key] >= self.attempts:
+                self.stats["acks_never_matched"] += 1
+                log.warning(
+                    "mirror: acknowledgement of message %s from %s on queue %s never matched; gave up",
+                    mid,
+                    origin,
+                    queue,
+                )
+                self._drop(key)
+
+    def _drop(self, key: str) -> None:
+        del self.tries[key]
+        self.server.meta.pop(key, None)
+        self.server.set_meta(key, b"")  # an empty value deletes the key at recovery
+
+
+class MirrorTarget:
+    """Everything one broker does as a mirror target (shared by all incoming mirror links)."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.retries = AckRetries(server)
+        self.stats = {
+            "messages": 0,
+            "duplicates": 0,
+            "events": 0,
+            "acks": 0,
+            "unknown_events": 0,
+            "errors": 0,
+        }
+        self._marks: dict[str, int] = {
+            k[len(DEDUP_PREFIX) :]: int(v) for k, v in server.meta.items() if k.startswith(DEDUP_PREFIX) and v
+        }
+
+    def status(self) -> dict[str, Any]:
+        return {**self.stats, **self.retries.stats, "pendingAckRetries": len(self.retries.tries)}
+
+    def apply(self, remote_id: str, payload: bytes) -> bool:
+        """Apply one delivery from `remote_id`; returns True when it journalled something durable."""
+        srv = self.server
+        try:
+            delivery = wire.decode_mirror_delivery(payload)
+        except wire.MirrorDecodeError as exc:
+            self.stats["errors"] += 1
+            log.warning("mirror from %s: undecodable delivery dropped: %s", remote_id, exc)
+            return False
+        srv.mirror_context = remote_id
+        try:
+            if isinstance(delivery, wire.ReplicatedMessage):
+                return self._message(remote_id, delivery)
+            if isinstance(delivery, wire.ControlEvent):
+                self.stats["events"] += 1
+                return self._event(remote_id, delivery)
+            self.stats["unknown_events"] += 1
+            log.warning("mirror from %s: unknown event type %r ignored", remote_id, delivery.event_type)
+            return False
+        except Exception:
+            self.stats["errors"] += 1
+            log.exception("mirror from %s: applying a delivery failed; accepted and dropped", remote_id)
+            return False
+        finally:
+            srv.mirror_context = None
+
+    # -------------------------------------------------------------------------------- messages
+
+    def _message(self, remote_id: str, m: wire.ReplicatedMessage) -> bool:
+        origin = m.broker_id or remote_id
+        if m.mr_id <= self._marks.get(origin, 0):
+            self.stats["duplicates"] += 1
+            return False
+        self._marks[origin] = m.mr_id
+        srv = self.server
+        srv.set_meta(DEDUP_PREFIX + origin, str(m.mr_id).encode())
+        address = m.address
+        if address is None:
+            log.warning("mirror from %s: message %d has no address; dropped", remote_id, m.mr_id)
+            return True
+        self.stats["messages"] += 1
+        only = list(m.target_queues) if m.target_queues is not None else None
+        srv.route(
+            address,
+            m.payload,
+            MessageView(m.payload),
+            via_mirror=True,
+            origin=(origin, m.mr_id),
+            only_queues=only,
+        )
+        return True
+
+    # ---------------------------------------------------------------------------------- events
+
+    def _event(self, remote_id: str, ev: wire.ControlEvent) -> bool:
+        srv = self.server
+        kind = ev.kind
+        if kind == wire.POST_ACK:
+            if ev.message_id is None or ev.queue is None:
+                log.warning("mirror from %s: postAck without message id or queue ignored", remote_id)
+                return False
+            self.stats["acks"] += 1
+            origin = ev.broker_id or remote_id
+            if not self.ack(origin, ev.message_id, ev.queue, int(ev.reason)):
+                self.retries.add(origin, ev.message_id, ev.queue, int(ev.reason))
+            return True
+        if kind == wire.ADD_ADDRESS:
+            info = ev.address_info()
+            if info.name not in srv.addresses:
+                types = {rt.name for rt in info.routing_types} or {MULTICAST}
+                srv.ensure_address(info.name, types, auto_created=info.auto_created)
+            return True
+        if kind == wire.DELETE_ADDRESS:
+            name = ev.address_info().name if ev.body else ev.address
+            if name and name in srv.addresses:
+                srv.delete_address(name, force=True)
+            return True
+        if kind == wire.CREATE_QUEUE:
+            qc = ev.queue_configuration()
+            if qc.name not in srv.queues:
+                rt = qc.routing_type.name if qc.routing_type is not None else ANYCAST
+                try:
+                    srv.create_queue(
+                        qc.name,
+                        qc.effective_address,
+                        rt,
+                        durable=qc.durable,
+                        filter_string=qc.filter_string,
+                        max_consumers=qc.max_consumers if qc.max_consumers is not None else -1,
+                        auto_created=qc.auto_created,
+                    )
+                except BrokerError as exc:
+                    log.debug("mirror: createQueue %s ignored: %s", qc.name, exc)
+            return True
+        if kind == wire.DELETE_QUEUE:
+            if ev.queue and ev.queue in srv.queues:
+                srv.delete_queue(ev.queue)
+            return True
+        return False
+
+    def ack(self, origin: str, message_id: int, queue_name: str, reason: int) -> bool:
+        srv = self.server
+        q = srv.queues.get(queue_name)
+        if q is None:
+            log.warning(
+                "Queue %s not found on mirror target, ignoring ack for message %d", queue_name, message_id
+            )
+            return True
+        ref = srv.find_ref(q, origin, message_id)
+        if ref is None:
+            return False
+        srv.take(ref)
+        if reason == ACK_EXPIRED:
+            srv.expire(ref)
+        else:
+            srv.acknowledge(ref, reason, via_mirror=True)
+        return True
+
+    def retry_acks(self) -> None:
+        if not self.retries.tries:
+            return
+
+        def apply(origin: str, mid: int, queue: str, reason: int) -> bool:
+            self.server.mirror_context = ACK_RETRY_CONTEXT
+            try:
+                return self.ack(origin, mid, queue, reason)
+            finally:
+                self.server.mirror_context = None
+
+        self.retries.retry_all(apply)
