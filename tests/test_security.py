@@ -15,7 +15,7 @@ from proton import ConnectionException, Disposition, Message
 from proton.utils import BlockingConnection, LinkDetached, SendException
 
 from broker_core.amqp.framing import AMQP_HEADER
-from broker_core.amqp.performatives import SaslMechanisms, SaslOutcome
+from broker_core.amqp.performatives import Attach, Detach, Open, SaslMechanisms, SaslOutcome, Source, Target
 from tests.peers.ports import LOOPBACK
 from tests.support.broker import BrokerProcess
 from tests.support.client import connect, receive, send
@@ -178,6 +178,37 @@ def test_anonymous_relay_checks_send_permission_per_message(broker: BrokerProces
     got = receive(broker.url, "orders", 2, user="admin", password="secret")
     assert [m.body for m in got] == ["relayed", "relayed again"]
     assert receive(broker.url, "vault.plans", 1, timeout=0.5, user="admin", password="secret") == []
+
+
+def test_fully_qualified_queue_names_do_not_bypass_permissions(broker: BrokerProcess) -> None:
+    with connect(broker.url, "alice", "wonderland") as conn:
+        _assert_refused(conn.create_receiver, "orders::orders")
+    with connect(broker.url, "bob", "builder") as conn:
+        _assert_refused(conn.create_receiver, "vault.plans::vault.plans")
+        _assert_refused(conn.create_sender, "vault.plans::vault.plans")
+    send(broker.url, "orders", ["by fqqn"], user="admin", password="secret")
+    with connect(broker.url, "bob", "builder") as conn:
+        receiver = conn.create_receiver("orders::orders", credit=1)
+        assert receiver.receive(timeout=10).body == "by fqqn"
+        receiver.accept()
+
+
+def test_plain_authzid_cannot_borrow_another_users_rights(broker: BrokerProcess) -> None:
+    """alice's password with authzid=admin either fails or leaves her alice: never admin."""
+    with RawPeer(LOOPBACK, broker.port) as peer:
+        peer.sasl_init("PLAIN", b"admin\0alice\0wonderland")
+        if peer.wait_for(SaslOutcome).code != 0:
+            return
+        peer.send(AMQP_HEADER)
+        peer.send_frame(0, Open(container_id="authzid").encode_amqp())
+        peer.wait_for(Open)
+        peer.begin()
+        source = Source(address="vault.plans")
+        peer.send_frame(
+            0, Attach(name="peek", handle=0, role=True, source=source, target=Target()).encode_amqp()
+        )
+        detach = peer.wait_for(Detach)
+        assert detach.error is not None and str(detach.error.condition) == UNAUTHORIZED
 
 
 @pytest.mark.xfail(
