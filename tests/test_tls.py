@@ -210,3 +210,33 @@ def test_run_with_a_missing_certificate_file_says_so_without_a_traceback(tmp_pat
     output = result.stdout + result.stderr
     assert str(missing) in output
     assert "Traceback" not in output
+
+
+# ------------------------------------------------------------------------------------ mutual TLS
+
+
+def test_need_client_auth_admits_only_clients_with_a_trusted_certificate(
+    tmp_path: Path, certs: CertFiles
+) -> None:
+    client = _with_cryptography(tmp_path) or _with_openssl(tmp_path)
+    assert client is not None
+    params = f"sslEnabled=true;sslCertPath={certs.cert};sslKeyPath={certs.key}"
+    params += f";needClientAuth=true;sslCaPath={client.cert}"
+    b = BrokerProcess(
+        tmp_path / "mtls",
+        xml_kwargs={
+            "acceptor_params": params,
+            "addresses": '<address name="orders"><anycast><queue name="orders"/></anycast></address>',
+        },
+    )
+    b.start()
+    try:
+        without_cert = _domain(certs.cert, SSLDomain.VERIFY_PEER)
+        with pytest.raises(ConnectionException):
+            _round_trip(_tls_url(b), without_cert, "no certificate")
+
+        with_cert = _domain(certs.cert, SSLDomain.VERIFY_PEER)
+        with_cert.set_credentials(str(client.cert), str(client.key), None)
+        assert _round_trip(_tls_url(b), with_cert, "mutual") == "mutual"
+    finally:
+        assert b.stop() == 0
