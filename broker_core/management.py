@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .errors import BrokerError
 from .message import MessageView, build_message
 from .queues import QueueStats
 
@@ -52,7 +53,7 @@ class Management:
             else:
                 result = self.invoke(resource, str(app.get(OPERATION, "")), params)
             ok, body = True, json.dumps([result])
-        except (ManagementError, KeyError, ValueError, TypeError) as exc:
+        except (ManagementError, BrokerError, KeyError, ValueError, TypeError, IndexError) as exc:
             ok, body = False, json.dumps([str(exc)])
             log.info("management request %s on %s failed: %s", app.get(OPERATION), resource, exc)
         if reply_to is None:
@@ -87,6 +88,12 @@ class Management:
                 return None
             if operation == "stopBrokerConnection":
                 conns.stop_connection(str(params[0]))
+                return None
+            if operation == "destroyQueue":
+                srv.delete_queue(str(params[0]))
+                return None
+            if operation == "deleteAddress":
+                srv.delete_address(str(params[0]), force=bool(params[1]) if len(params) > 1 else False)
                 return None
             if operation == "getQueueNames":
                 return sorted(q.name for q in srv.queues.values() if not q.temporary)

@@ -493,6 +493,8 @@ class BrokerEndpoint:
                 self._management(view)
                 msg = None
             else:
+                if srv.sync_mirrors:
+                    srv.mirror_capture = []
                 msg = srv.route(address, payload, view)
         except (DecodeError, IndexError, ValueError) as exc:
             self._reject(session, delivery_id, settled, errors.DECODE_ERROR, f"malformed message: {exc}")
@@ -507,10 +509,15 @@ class BrokerEndpoint:
             if link.credit <= producer.credit_low and not link.closed_locally:
                 self.conn.flow(link, credit=producer.credit_window)
                 self.mark_dirty()
+        waits, srv.mirror_capture = srv.mirror_capture, None
         if settled:
             return
         if msg is not None and msg.durable:
-            srv.after_durable(lambda: self._accept_later(session, delivery_id))
+            accept = lambda: self._accept_later(session, delivery_id)  # noqa: E731
+            if waits:  # sync mirror: confirm only once every target has accepted the event
+                srv.when_mirrored(waits, accept)
+            else:
+                srv.after_durable(accept)
         else:
             self._accept_later(session, delivery_id)
 
@@ -582,6 +589,8 @@ class BrokerEndpoint:
         unsettled = session.outgoing_unsettled
         srv = self.server
         confirm: list[int] = []
+        if srv.sync_mirrors:
+            srv.mirror_capture = []
         for i in _ids(first, last, unsettled):
             entry = unsettled.get(i)
             if entry is None:
@@ -616,7 +625,13 @@ class BrokerEndpoint:
                     self.conn.update_outgoing(session, i, i, True, None)
                 self.mark_dirty()
 
-            srv.after_durable(settle)
+            waits, srv.mirror_capture = srv.mirror_capture, None
+            if waits:
+                srv.when_mirrored(waits, settle)
+            else:
+                srv.after_durable(settle)
+        else:
+            srv.mirror_capture = None
 
     # ------------------------------------------------------------------------------------ detach
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .config.model import AddressSettings, BrokerConfig
+from .errors import BrokerError
 from .journal import records
 from .journal.journal import Journal
 from .journal.node_id import load_or_create_node_id
@@ -34,15 +35,6 @@ MULTICAST = "MULTICAST"
 
 # Ack reasons, as the Artemis mirror numbers them.
 ACK_NORMAL, ACK_KILLED, ACK_EXPIRED, ACK_REPLACED = 0, 1, 2, 3
-
-
-class BrokerError(Exception):
-    """An operation refused by the broker, with the AMQP condition to report."""
-
-    def __init__(self, condition: str, description: str) -> None:
-        super().__init__(description)
-        self.condition = condition
-        self.description = description
 
 
 @dataclass
@@ -113,6 +105,9 @@ class Server:
         self.mirror_context: str | None = None
         self.meta: dict[str, bytes] = {}
         self.mirror_target: Any = None  # mirror.target.MirrorTarget, installed by the runtime
+        # sync mirrors: how many exist, and the events an operation in progress produced for them
+        self.sync_mirrors = 0
+        self.mirror_capture: list[tuple[Any, int]] | None = None
         self.started = False
         self.stats = {
             "messages_routed": 0,
@@ -495,6 +490,18 @@ class Server:
             msg.durable = False
         queue.enqueue(MessageRef(msg, queue))
         return msg
+
+    def when_mirrored(self, waits: list[tuple[Any, int]], callback: Callable[[], None]) -> None:
+        """Run `callback` once every (mirror source, event message id) in `waits` was accepted remotely."""
+        remaining = [len(waits)]
+
+        def one_done() -> None:
+            remaining[0] -= 1
+            if remaining[0] == 0:
+                self.after_durable(callback)
+
+        for source, message_id in waits:
+            source.wait_for(message_id, one_done)
 
     def set_meta(self, key: str, value: bytes) -> None:
         self.meta[key] = value

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from broker_core.amqp.performatives import Accepted, Rejected
@@ -82,6 +83,7 @@ class MirrorSource(Observer):
         self.consumer: MirrorConsumer | None = None
         self._pending = 0
         self.installed = False
+        self._sync_waiters: dict[int, Callable[[], None]] = {}
         self.stats = {"events_sent": 0, "events_accepted": 0, "events_queued": 0}
 
     @property
@@ -102,6 +104,8 @@ class MirrorSource(Observer):
         q.internal = True
         self.queue = q
         srv.observers.append(self)
+        if self.settings.sync:
+            srv.sync_mirrors += 1
         self.installed = True
         if self.settings.queue_creation:
             for addr in list(srv.addresses.values()):
@@ -136,8 +140,18 @@ class MirrorSource(Observer):
 
     def _event(self, payload: bytes) -> None:
         assert self.queue is not None
-        self.server.enqueue_internal(self.queue, payload, durable=True)
+        msg = self.server.enqueue_internal(self.queue, payload, durable=True)
         self.stats["events_queued"] += 1
+        self._capture(msg.id)
+
+    def _capture(self, message_id: int) -> None:
+        """With sync="true", the client's operation waits for this event to be accepted remotely."""
+        capture = self.server.mirror_capture
+        if self.settings.sync and capture is not None:
+            capture.append((self, message_id))
+
+    def wait_for(self, message_id: int, callback: Callable[[], None]) -> None:
+        self._sync_waiters[message_id] = callback
 
     # ------------------------------------------------------------------------------- observer
 
@@ -189,6 +203,7 @@ class MirrorSource(Observer):
             return []
         assert self.queue is not None
         self.stats["events_queued"] += 1
+        self._capture(message.id)
         return [self.queue]
 
     def message_acked(self, ref: MessageRef, reason: int) -> None:
@@ -260,19 +275,20 @@ class MirrorSource(Observer):
             return
         if consumer.inflight.pop(id(context), None) is None or context.consumer is None:
             return
-        if state is None or isinstance(state, Accepted):
-            self.stats["events_accepted"] += 1
-            self.server.acknowledge(context)
-        elif isinstance(state, Rejected):
+        if state is not None and not isinstance(state, (Accepted, Rejected)):
+            self.server.release(context, delivery_failed=False)  # released/modified: send it again
+            return
+        if isinstance(state, Rejected):
+            why = state.error.description if state.error else "no reason"
             log.warning(
-                "mirror %s: target rejected event %d (%s); dropping it",
-                self.name,
-                context.message.id,
-                state.error.description if state.error else "no reason",
+                "mirror %s: target rejected event %d (%s); dropped", self.name, context.message.id, why
             )
-            self.server.acknowledge(context)
         else:
-            self.server.release(context, delivery_failed=False)
+            self.stats["events_accepted"] += 1
+        waiter = self._sync_waiters.pop(context.message.id, None)
+        self.server.acknowledge(context)
+        if waiter is not None:
+            waiter()
 
     def detached_all(self, conn: OutboundConnection) -> None:
         self._pending = 0

@@ -1,0 +1,190 @@
+"""Mirror scenarios with our brokers as separate processes: outages, kills, filters, toggles, topologies."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from connections.cli import request
+from tests.mirror.test_dual_mirror import QUEUES, depth, status
+from tests.peers.ports import free_port, wait_until
+from tests.support.broker import BrokerProcess
+from tests.support.client import Capabilities, connect, receive, send
+
+
+def conn_xml(*mirrors: tuple[str, int, str]) -> str:
+    inner = "".join(
+        f'<amqp-connection uri="tcp://127.0.0.1:{port}" name="{name}" retry-interval="200"><mirror {attrs}/>'
+        "</amqp-connection>"
+        for name, port, attrs in mirrors
+    )
+    return f"<broker-connections>{inner}</broker-connections>"
+
+
+def broker(
+    tmp: Path, name: str, port: int, *mirrors: tuple[str, int, str], addresses: str = QUEUES
+) -> BrokerProcess:
+    extra = conn_xml(*mirrors) if mirrors else ""
+    return BrokerProcess(
+        tmp / name, name=name, port=port, xml_kwargs={"addresses": addresses, "extra": extra}
+    )
+
+
+def drained(*brokers: BrokerProcess) -> bool:
+    return all(all(s["pendingEvents"] == 0 for s in status(b)["sources"]) for b in brokers)
+
+
+def bodies(b: BrokerProcess, queue: str = "orders") -> list[str]:
+    return sorted(m.body for m in receive(b.url, queue, 100000, timeout=1, accept=None))
+
+
+def test_target_down_under_load_then_catch_up_exactly(tmp_path: Path) -> None:
+    p1, p2 = free_port(), free_port()
+    dc2 = broker(tmp_path, "dc2", p2).start()
+    dc1 = broker(tmp_path, "dc1", p1, ("DC2", p2, "")).start()
+    try:
+        wait_until(lambda: "AMQ111003" in dc1.log(), 20, "the mirror to connect")
+        done = threading.Event()
+
+        def load() -> None:
+            send(dc1.url, "orders", [f"m{i}" for i in range(600)])
+            done.set()
+
+        t = threading.Thread(target=load)
+        t.start()
+        wait_until(lambda: depth(dc2, "orders") > 50, 20, "some messages to reach DC2")
+        dc2.kill()
+        t.join(60)
+        assert done.is_set()
+        pending = status(dc1)["sources"][0]["pendingEvents"]
+        assert pending > 0, "the outage should leave events waiting on DC1"
+        dc2.start()
+        wait_until(lambda: drained(dc1), 30, "DC1's store-and-forward queue to drain")
+        assert bodies(dc2) == sorted(f"m{i}" for i in range(600)), "lost or duplicated after catch-up"
+    finally:
+        dc1.stop()
+        dc2.stop()
+
+
+def test_source_sigkilled_mid_stream_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    p1, p2 = free_port(), free_port()
+    dc2 = broker(tmp_path, "dc2", p2).start()
+    dc1 = broker(tmp_path, "dc1", p1, ("DC2", p2, "")).start()
+    accepted: list[str] = []
+    try:
+        wait_until(lambda: "AMQ111003" in dc1.log(), 20, "the mirror to connect")
+        killer = threading.Timer(0.8, dc1.kill)
+        killer.start()
+        try:
+            with connect(dc1.url, timeout=5) as conn:
+                sender = conn.create_sender("orders")
+                from proton import Message
+
+                for i in range(100000):
+                    sender.send(Message(body=f"m{i}", durable=True))
+                    accepted.append(f"m{i}")
+        except Exception:
+            pass
+        killer.join()
+        assert len(accepted) > 10
+        dc1.start()
+        wait_until(lambda: drained(dc1), 30, "the restarted source to drain its store-and-forward queue")
+        on_dc1, on_dc2 = bodies(dc1), bodies(dc2)
+        assert len(on_dc2) == len(set(on_dc2)), "duplicates on the target"
+        assert set(accepted) <= set(on_dc1), "the source lost accepted messages"
+        assert on_dc2 == on_dc1, "target and source differ after recovery"
+    finally:
+        dc1.stop()
+        dc2.stop()
+
+
+def test_address_filter_and_queue_creation_toggle(tmp_path: Path) -> None:
+    p1, p2 = free_port(), free_port()
+    addrs = "".join(
+        f'<address name="{a}"><anycast><queue name="{a}"/></anycast></address>'
+        for a in ("eu.fr", "eu.uk", "us.ny")
+    )
+    dc2 = broker(tmp_path, "dc2", p2, addresses=addrs).start()
+    dc1 = broker(tmp_path, "dc1", p1, ("DC2", p2, 'address-filter="eu,!eu.uk" queue-creation="false"'),
+                 addresses=addrs).start()  # fmt: skip
+    try:
+        wait_until(lambda: "AMQ111003" in dc1.log(), 20, "the mirror to connect")
+        for a in ("eu.fr", "eu.uk", "us.ny"):
+            send(dc1.url, a, [f"{a}-1", f"{a}-2"])
+        with connect(dc1.url) as conn:
+            conn.create_sender("eu.new", options=Capabilities("queue")).close()
+        wait_until(lambda: drained(dc1), 10, "the mirror to drain")
+        assert depth(dc2, "eu.fr") == 2
+        assert depth(dc2, "eu.uk") == 0 and depth(dc2, "us.ny") == 0
+        assert depth(dc2, "eu.new") == -1, "queue-creation=false must not create queues on the target"
+    finally:
+        dc1.stop()
+        dc2.stop()
+
+
+def test_queue_removal_is_mirrored_unless_disabled(tmp_path: Path) -> None:
+    p1, p2, p3 = free_port(), free_port(), free_port()
+    dc2 = broker(tmp_path, "dc2", p2).start()
+    dc3 = broker(tmp_path, "dc3", p3).start()
+    dc1 = broker(tmp_path, "dc1", p1, ("DC2", p2, ""), ("DC3", p3, 'queue-removal="false"')).start()
+    try:
+        wait_until(lambda: dc1.log().count("AMQ111003") >= 2, 20, "both mirrors to connect")
+        with connect(dc1.url) as conn:
+            conn.create_sender("temp.work", options=Capabilities("queue")).close()
+        wait_until(lambda: depth(dc2, "temp.work") == 0 and depth(dc3, "temp.work") == 0, 10, "queue on both")
+        request(dc1.url, "destroyQueue", ["temp.work"])
+        wait_until(lambda: depth(dc2, "temp.work") == -1, 10, "the removal to reach DC2")
+        wait_until(lambda: drained(dc1), 10, "the mirrors to drain")
+        assert depth(dc3, "temp.work") == 0, "queue-removal=false must keep the queue on DC3"
+    finally:
+        dc1.stop()
+        dc2.stop()
+        dc3.stop()
+
+
+def test_fan_out_and_chain_never_duplicate(tmp_path: Path) -> None:
+    # A -> B -> C chain, plus A -> D fan-out. Messages reach B, C and D exactly once; acks follow.
+    pa, pb, pc, pd = (free_port() for _ in range(4))
+    c = broker(tmp_path, "c", pc).start()
+    d = broker(tmp_path, "d", pd).start()
+    b = broker(tmp_path, "b", pb, ("C", pc, "")).start()
+    a = broker(tmp_path, "a", pa, ("B", pb, ""), ("D", pd, "")).start()
+    try:
+        wait_until(lambda: a.log().count("AMQ111003") >= 2 and "AMQ111003" in b.log(), 20, "mirrors up")
+        send(a.url, "orders", [f"x{i}" for i in range(30)])
+        wait_until(lambda: drained(a) and drained(b), 10, "A and B to drain")
+        expected = sorted(f"x{i}" for i in range(30))
+        assert bodies(b) == bodies(c) == bodies(d) == expected
+        receive(a.url, "orders", 10)
+        wait_until(lambda: depth(b, "orders") == 20 and depth(d, "orders") == 20, 10, "acks to reach B and D")
+        wait_until(lambda: depth(c, "orders") == 20, 10, "acks to travel the chain to C")
+    finally:
+        for x in (a, b, c, d):
+            x.stop()
+
+
+def test_sync_mirror_confirms_sends_only_after_the_target_accepted(tmp_path: Path) -> None:
+    p1, p2 = free_port(), free_port()
+    dc2 = broker(tmp_path, "dc2", p2).start()
+    dc1 = broker(tmp_path, "dc1", p1, ("DC2", p2, 'sync="true"')).start()
+    try:
+        wait_until(lambda: "AMQ111003" in dc1.log(), 20, "the mirror to connect")
+        send(dc1.url, "orders", ["s1", "s2", "s3"])
+        # each send returned only after DC2 accepted it, so DC2 already holds all three
+        assert depth(dc2, "orders") == 3
+        dc2.kill()
+        with connect(dc1.url, timeout=2) as conn:
+            sender = conn.create_sender("orders")
+            from proton import Message
+            from proton.utils import SendException
+
+            try:
+                sender.send(Message(body="blocked", durable=True), timeout=1.5)
+                raise AssertionError("a sync send was confirmed while the target was down")
+            except (SendException, Exception) as exc:  # proton raises Timeout
+                assert "blocked" not in str(exc)
+        dc2.start()
+        wait_until(lambda: depth(dc2, "orders") == 4, 20, "the held send to reach DC2 after it returned")
+    finally:
+        dc1.stop()
+        dc2.stop()
