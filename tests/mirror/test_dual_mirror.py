@@ -17,7 +17,8 @@ QUEUES = '<address name="orders"><anycast><queue name="orders"/></anycast></addr
 
 def mirror_xml(name: str, port: int, mirror_attrs: str = "") -> str:
     attrs = f'uri="tcp://127.0.0.1:{port}" name="{name}" retry-interval="200"'
-    return f"<broker-connections><amqp-connection {attrs}><mirror {mirror_attrs}/></amqp-connection></broker-connections>"
+    inner = f"<amqp-connection {attrs}><mirror {mirror_attrs}/></amqp-connection>"
+    return f"<broker-connections>{inner}</broker-connections>"
 
 
 def depth(b: BrokerProcess, queue: str) -> int:
