@@ -146,8 +146,8 @@ def test_server_sends_to_a_remote_receiver() -> None:
             delivery = peer.send(attach["name"], bytes(Message(body="from the peer").encode()))
             assert receiver.receive(timeout=5).body == "from the peer"
             receiver.accept()
-            peer.records.wait(lambda: peer.records.dispositions, 5, "the receiver's disposition")
-            [disposition] = peer.records.dispositions
-            assert int(disposition["first"]) == delivery and disposition.state == "accepted"
         finally:
-            conn.close()
+            conn.close()  # also flushes the disposition
+        peer.records.wait(lambda: peer.records.dispositions, 5, "the receiver's disposition")
+        [disposition] = peer.records.dispositions
+        assert int(disposition["first"]) == delivery and disposition.state == "accepted"

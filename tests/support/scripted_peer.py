@@ -333,7 +333,10 @@ class PeerConnection:
     # -- raw I/O
     def send_bytes(self, data: bytes) -> None:
         with self.send_lock:
-            self.sock.sendall(data)
+            try:
+                self.sock.sendall(data)
+            except OSError as exc:
+                raise PeerClosed(f"cannot send: {exc}") from exc
             self.last_sent = time.monotonic()
 
     def send_frame(self, channel: int, perf: Any, payload: bytes = b"", frame_type: int = FRAME_AMQP) -> None:
@@ -443,20 +446,18 @@ class PeerConnection:
             self.send_frame(frame.channel, begin)
 
     def _on_attach(self, frame: Frame) -> None:
-        self.records.add("attaches", frame)
         if self.server is None:
             for link in self.links.values():
                 if link.name == frame["name"]:
                     link.remote_handle = int(frame["handle"])
                     self.remote_links[link.remote_handle] = link
+            self.records.add("attaches", frame)
             return
         reply = self.server.reply(frame) if callable(self.server.reply) else self.server.reply
         handle = int(frame["handle"])
-        link = _Link(
-            str(frame["name"]), handle, is_sender=not frame["role"], reply=reply, remote_handle=handle
-        )
-        link.delivery_count = 0
+        link = _Link(str(frame["name"]), handle, bool(frame["role"]), reply=reply, remote_handle=handle)
         self.links[handle] = self.remote_links[handle] = link
+        self.records.add("attaches", frame)  # after registering: a waiter may use the link at once
         self._answer_attach(frame, link)
 
     def _answer_attach(self, frame: Frame, link: _Link) -> None:
@@ -652,10 +653,13 @@ class ScriptedServer:
 
     def shutdown(self) -> None:
         self._stopping = True
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept() on Linux
         self._listener.close()
         for conn in list(self.connections):
             conn.drop()
-        self._accept_thread.join(timeout=5) if self._accept_thread.is_alive() else None
+        if self._accept_thread.is_alive():
+            self._accept_thread.join(timeout=5)
 
     def _accept_loop(self) -> None:
         while not self._stopping:
@@ -831,7 +835,11 @@ class ScriptedClient:
             raise RuntimeError("not connected")
         return self.conn
 
-    def _wait_frame(self, predicate: Callable[[Frame], bool], what: str, start: int = 0) -> Frame:
+    def wait_frame(
+        self, predicate: Callable[[Frame], bool], what: str, start: int = 0, timeout: float | None = None
+    ) -> Frame:
+        """The first received frame (from index `start`) matching `predicate`; PeerClosed if none can come."""
+
         def find() -> Frame | None:
             for f in self.records.frames[start:]:
                 if predicate(f):
@@ -840,7 +848,7 @@ class ScriptedClient:
                 raise PeerClosed(f"connection closed while waiting for {what}")
             return None
 
-        found: Frame = self.records.wait(find, self.timeout, what)
+        found: Frame = self.records.wait(find, timeout or self.timeout, what)
         return found
 
     def open(
@@ -861,7 +869,7 @@ class ScriptedClient:
             0x10, container_id, hostname, uint(max_frame_size), ushort(255), idle, None, None, None,
             desired, symbol_keys(properties),
         ))  # fmt: skip
-        self.remote_open = self._wait_frame(lambda f: f.name == "open", "the broker's Open")
+        self.remote_open = self.wait_frame(lambda f: f.name == "open", "the broker's Open")
         conn.remote_open = self.remote_open
         conn.remote_max_frame = int(self.remote_open["max_frame_size"] or 2**32 - 1)
         return self.remote_open
@@ -871,7 +879,7 @@ class ScriptedClient:
             self.open()
         conn = self._conn()
         conn.send_frame(0, performative(0x11, None, uint(0), uint(MAX_WINDOW), uint(MAX_WINDOW)))
-        self.remote_begin = self._wait_frame(lambda f: f.name == "begin", "the broker's Begin")
+        self.remote_begin = self.wait_frame(lambda f: f.name == "begin", "the broker's Begin")
         return self.remote_begin
 
     def attach_sender(
@@ -906,7 +914,7 @@ class ScriptedClient:
             None if desired_capabilities is None else symbol_array(desired_capabilities),
             symbol_keys(properties),
         ))  # fmt: skip
-        attach = self._wait_frame(
+        attach = self.wait_frame(
             lambda f: f.name == "attach" and f["name"] == name, "the attach answer", start
         )
         remote = int(attach["handle"])
@@ -938,18 +946,25 @@ class ScriptedClient:
         timeout: float | None = None,
     ) -> Frame | None:
         """Send one delivery; return the broker's disposition (None when sent settled)."""
+        delivery_id = self.send_nowait(payload, link=link, settled=settled, message_format=message_format)
+        return None if settled else self.disposition_of(delivery_id, timeout)
+
+    def send_nowait(
+        self, payload: bytes, *, link: str | None = None, settled: bool = False, message_format: int = 0
+    ) -> int:
+        """Send one delivery (waiting only for credit); return its delivery id."""
         conn = self._conn()
         target = self._last_sender
         if link is not None:
             target = next(lk for lk in conn.links.values() if lk.name == link)
         if target is None:
             raise RuntimeError("no sender link attached")
-        wait = timeout or self.timeout
-        delivery_id = conn.send_delivery(
-            target, payload, settled=settled, message_format=message_format, channel=0, timeout=wait
+        return conn.send_delivery(
+            target, payload, settled=settled, message_format=message_format, channel=0, timeout=self.timeout
         )
-        if settled:
-            return None
+
+    def disposition_of(self, delivery_id: int, timeout: float | None = None) -> Frame:
+        """Wait for the broker's disposition covering `delivery_id`."""
 
         def covers(f: Frame) -> bool:
             if f.name != "disposition" or f["role"] is not True:
@@ -958,7 +973,7 @@ class ScriptedClient:
             last = int(f["last"]) if f["last"] is not None else first
             return first <= delivery_id <= last
 
-        return self._wait_frame(covers, f"the disposition of delivery {delivery_id}")
+        return self.wait_frame(covers, f"the disposition of delivery {delivery_id}", timeout=timeout)
 
     def detach(self, name: str) -> Frame:
         conn = self._conn()
@@ -967,7 +982,7 @@ class ScriptedClient:
         link.detached = True
         conn.send_frame(0, performative(0x16, uint(link.handle), True))
         remote = link.remote_handle
-        return self._wait_frame(
+        return self.wait_frame(
             lambda f: f.name == "detach" and f["handle"] is not None and int(f["handle"]) == remote,
             f"the detach of {name}",
             start,
@@ -978,6 +993,6 @@ class ScriptedClient:
         conn.close_sent = True
         conn.send_frame(0, performative(0x18))
         try:
-            return self._wait_frame(lambda f: f.name == "close", "the broker's Close")
+            return self.wait_frame(lambda f: f.name == "close", "the broker's Close")
         except PeerClosed:
             return conn.remote_close
