@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=_cmd_check)
 
     p = sub.add_parser("demo", help="run a broker on an embedded default config with demo traffic")
-    p.add_argument("--messages", type=int, default=2000)
+    p.add_argument("--messages", type=int, default=1000)
     p.add_argument("--log-level", default="WARNING")
     p.set_defaults(func=_cmd_demo)
 

@@ -1,13 +1,14 @@
-"""`amqp-mirror demo`: a broker on an embedded default config, real AMQP traffic, a printed summary.
+"""`amqp-mirror demo`: two data centres mirroring each other, real traffic, a printed account.
 
-The broker runs on its own event loop thread in this process, on a free loopback port, in a temp
-directory; producers and consumers are python-qpid-proton clients over real sockets. The demo also
-restarts the broker once mid-way to show that durable messages survive.
+DC1 and DC2 run on one event loop (two servers side by side, nothing shared) on free loopback ports
+in a temp directory, each with a `<mirror>` broker connection to the other. python-qpid-proton clients
+produce and consume on both sides over real sockets; the link DC1 -> DC2 is cut and restored once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import tempfile
 import threading
@@ -25,52 +26,49 @@ DEMO_XML = """<?xml version="1.0"?>
     <persistence-enabled>true</persistence-enabled>
     <security-enabled>false</security-enabled>
     <journal-directory>data/journal</journal-directory>
-    <bindings-directory>data/bindings</bindings-directory>
-    <paging-directory>data/paging</paging-directory>
-    <large-messages-directory>data/large-messages</large-messages-directory>
     <acceptors><acceptor name="amqp">tcp://127.0.0.1:{port}?protocols=AMQP</acceptor></acceptors>
-    <address-settings>
-      <address-setting match="#">
-        <dead-letter-address>DLA</dead-letter-address>
-        <expiry-address>ExpiryQueue</expiry-address>
-        <max-delivery-attempts>3</max-delivery-attempts>
-      </address-setting>
-    </address-settings>
+    <broker-connections>
+      <amqp-connection uri="tcp://127.0.0.1:{peer_port}" name="{peer}" retry-interval="200">
+        <mirror/>
+      </amqp-connection>
+    </broker-connections>
     <addresses>
-      <address name="DLA"><anycast><queue name="DLA"/></anycast></address>
-      <address name="ExpiryQueue"><anycast><queue name="ExpiryQueue"/></anycast></address>
       <address name="orders"><anycast><queue name="orders"/></anycast></address>
-      <address name="prices"><multicast/></address>
     </addresses>
   </core>
 </configuration>
 """
 
 
-class EmbeddedBroker:
-    """A broker on a private event-loop thread."""
+class Site:
+    """One data centre: its broker on the shared loop."""
 
-    def __init__(self, config_path: Path) -> None:
-        self.config_path = config_path
-        self.loop = new_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="broker-loop", daemon=True)
-        self.broker: Broker | None = None
+    def __init__(
+        self, name: str, home: Path, loop: asyncio.AbstractEventLoop, port: int, peer: str, peer_port: int
+    ) -> None:
+        etc = home / "etc"
+        etc.mkdir(parents=True)
+        (etc / "broker.xml").write_text(DEMO_XML.format(name=name, port=port, peer=peer, peer_port=peer_port))
+        cfg, _ = load_config(etc / "broker.xml")
+        self.name = name
+        self.loop = loop
+        self.url = f"amqp://127.0.0.1:{port}"
+        self.broker = Broker(cfg, loop)
 
-    def start(self) -> None:
-        cfg, _ = load_config(self.config_path)
-        self.thread.start()
-        self.broker = Broker(cfg, self.loop)
-        asyncio.run_coroutine_threadsafe(self.broker.start(), self.loop).result(30)
+    def call(self, fn: Any) -> Any:
+        """Run `fn()` on the broker loop and return its result (the broker is not thread-safe)."""
+        return asyncio.run_coroutine_threadsafe(_call(fn), self.loop).result(10)
 
-    def stop(self) -> None:
-        if self.broker is not None:
-            asyncio.run_coroutine_threadsafe(self.broker.stop(), self.loop).result(30)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
+    def mirror(self) -> dict[str, Any]:
+        sources: Any = self.call(lambda: self.broker.mirror_status()["sources"])
+        return dict(sources[0])
 
-    def stats(self) -> dict[str, int]:
-        assert self.broker is not None
-        return dict(self.broker.server.stats)
+    def depth(self) -> int:
+        return int(self.call(lambda: self.broker.server.queues["orders"].depth))
+
+
+async def _call(fn: Any) -> Any:
+    return fn()
 
 
 def _free_port() -> int:
@@ -79,70 +77,137 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def main(messages: int = 2000) -> int:
+def _send(url: str, n: int, prefix: str) -> None:
     from proton import Message
     from proton.utils import BlockingConnection
 
+    conn = BlockingConnection(url, allowed_mechs="ANONYMOUS")
+    sender = conn.create_sender("orders")
+    for i in range(n):
+        sender.send(Message(body=f"{prefix}-{i}", durable=True))
+    conn.close()
+
+
+def _consume(url: str, n: int) -> int:
+    from proton.utils import BlockingConnection
+
+    conn = BlockingConnection(url, allowed_mechs="ANONYMOUS")
+    receiver = conn.create_receiver("orders", credit=100)
+    got = 0
+    for _ in range(n):
+        receiver.receive(timeout=10)
+        receiver.accept()
+        got += 1
+    conn.close()
+    return got
+
+
+def _wait(what: str, predicate: Any, timeout: float = 30.0) -> float:
+    start = time.monotonic()
+    while not predicate():
+        if time.monotonic() - start > timeout:
+            raise TimeoutError(f"demo: timed out waiting for {what}")
+        time.sleep(0.02)
+    return time.monotonic() - start
+
+
+class LagSampler(threading.Thread):
+    """Samples each mirror's oldest pending event age while traffic runs."""
+
+    def __init__(self, sites: list[Site]) -> None:
+        super().__init__(daemon=True)
+        self.sites = sites
+        self.max_lag_ms = {s.name: 0 for s in sites}
+        self.stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop_event.wait(0.02):
+            for s in self.sites:
+                age = int(s.mirror()["oldestPendingAgeMs"])
+                self.max_lag_ms[s.name] = max(self.max_lag_ms[s.name], age)
+
+
+def main(messages: int = 1000) -> int:
+    from connections.cli import request
+
+    loop = new_loop()
+    thread = threading.Thread(target=loop.run_forever, name="brokers", daemon=True)
+    thread.start()
     with tempfile.TemporaryDirectory(prefix="amqp-mirror-demo-") as tmp:
-        etc = Path(tmp) / "etc"
-        etc.mkdir()
-        port = _free_port()
-        (etc / "broker.xml").write_text(DEMO_XML.format(name="demo", port=port))
-        url = f"amqp://127.0.0.1:{port}"
-        broker = EmbeddedBroker(etc / "broker.xml")
-        broker.start()
-        print(f"broker 'demo' listening on {url} (data in a temp dir)")
+        p1, p2 = _free_port(), _free_port()
+        dc1 = Site("DC1", Path(tmp) / "dc1", loop, p1, "DC2", p2)
+        dc2 = Site("DC2", Path(tmp) / "dc2", loop, p2, "DC1", p1)
+        for site in (dc1, dc2):
+            asyncio.run_coroutine_threadsafe(site.broker.start(), loop).result(30)
+        print(f"DC1 on {dc1.url} and DC2 on {dc2.url}, each mirroring to the other")
+        _wait("both mirrors to connect", lambda: dc1.mirror()["connected"] and dc2.mirror()["connected"])
+        sampler = LagSampler([dc1, dc2])
+        sampler.start()
+
         t0 = time.monotonic()
-        conn = BlockingConnection(url, allowed_mechs="ANONYMOUS")
-        prices = conn.create_receiver("prices", credit=100)
-        orders_out = conn.create_sender("orders")
-        prices_out = conn.create_sender("prices")
-        for i in range(messages):
-            orders_out.send(Message(body={"order": i}, durable=True))
-            if i % 10 == 0:
-                prices_out.send(Message(body={"tick": i}, durable=False))
-            if (i + 1) % (messages // 4) == 0:
-                print(f"  sent {i + 1}/{messages} durable orders")
-        ticks = 0
-        while ticks < messages // 10:
-            prices.receive(timeout=10)
-            prices.accept()
-            ticks += 1
-        consumer = conn.create_receiver("orders", credit=200)
-        half = messages // 2
-        for _ in range(half):
-            consumer.receive(timeout=10)
-            consumer.accept()
-        conn.close()
-        print(f"  consumed {half} orders and {ticks} price ticks; restarting the broker...")
-        before = broker.stats()
-        broker.stop()
-        broker = EmbeddedBroker(etc / "broker.xml")
-        broker.start()
-        conn = BlockingConnection(url, allowed_mechs="ANONYMOUS")
-        consumer = conn.create_receiver("orders", credit=200)
-        survivors = []
-        while True:
-            try:
-                m = consumer.receive(timeout=2)
-            except Exception:
-                break
-            consumer.accept()
-            body: Any = m.body
-            survivors.append(body["order"])
-        conn.close()
-        broker.stop()
-        elapsed = time.monotonic() - t0
-        expected = list(range(half, messages))
+        print(f"1. {messages} durable orders on DC1 and {messages // 2} on DC2, produced concurrently")
+        producers = [
+            threading.Thread(target=_send, args=(dc1.url, messages, "dc1")),
+            threading.Thread(target=_send, args=(dc2.url, messages // 2, "dc2")),
+        ]
+        for p in producers:
+            p.start()
+        for p in producers:
+            p.join()
+        total = messages + messages // 2
+        _wait("both sides to hold every order", lambda: dc1.depth() == total and dc2.depth() == total)
+        print(f"   both sides hold {total} orders ({time.monotonic() - t0:.1f} s)")
+
+        consumed = _consume(dc2.url, total // 2)
+        _wait("the acks to reach DC1", lambda: dc1.depth() == total - consumed)
+        print(
+            f"2. a consumer on DC2 took {consumed} orders; DC1 dropped them too: "
+            f"DC1 {dc1.depth()}, DC2 {dc2.depth()}"
+        )
+
+        sampler.stop_event.set()
+        sampler.join()
+        request(dc1.url, "stopBrokerConnection", ["DC2"])
+        print("3. link DC1 -> DC2 cut (stopBrokerConnection); 200 more orders on DC1")
+        _send(dc1.url, 200, "outage")
+        held = dc1.mirror()["pendingEvents"]
+        print(
+            f"   DC1 holds {held} events for DC2 in $ACTIVEMQ_ARTEMIS_MIRROR_DC2; DC2 still has {dc2.depth()}"
+        )
+        request(dc1.url, "startBrokerConnection", ["DC2"])
+        caught_up = _wait("DC1's mirror to drain", lambda: dc1.mirror()["pendingEvents"] == 0)
+        _wait("DC2 to catch up", lambda: dc2.depth() == dc1.depth())
+        print(
+            f"   link restored: {held} events caught up in {caught_up:.2f} s; "
+            f"DC1 {dc1.depth()}, DC2 {dc2.depth()}"
+        )
+
+        m1, m2 = dc1.mirror(), dc2.mirror()
+        statuses = [
+            json.loads(json.dumps(s.call(lambda s=s: s.broker.mirror_status()["target"]))) for s in (dc1, dc2)
+        ]
+        same = dc1.depth() == dc2.depth()
         print()
         print("summary")
-        print(f"  durable orders sent and accepted : {messages}")
-        print(f"  price ticks (multicast) received : {ticks}")
-        print(f"  orders consumed before restart   : {half}")
+        print(f"  orders produced             DC1 {messages + 200:6}   DC2 {messages // 2:6}")
+        print(f"  orders consumed (on DC2)    {consumed:6}")
+        print(f"  orders left                 DC1 {dc1.depth():6}   DC2 {dc2.depth():6}   identical: {same}")
         print(
-            f"  orders recovered after restart   : {len(survivors)} "
-            f"({'exactly the unconsumed ones, in order' if survivors == expected else 'MISMATCH'})"
+            f"  mirror events sent/accepted DC1 {m1['eventsSent']:6}/{m1['eventsAccepted']:<6} "
+            f"DC2 {m2['eventsSent']:6}/{m2['eventsAccepted']:<6}"
         )
-        print(f"  messages routed by the broker    : {before['messages_routed']}")
-        print(f"  wall time                        : {elapsed:.1f} s")
-        return 0 if survivors == expected else 1
+        print(
+            f"  duplicates dropped          DC1 {statuses[0]['duplicates']:6}   "
+            f"DC2 {statuses[1]['duplicates']:6}"
+        )
+        print(
+            f"  worst mirror lag during steps 1-2 (oldest pending event) "
+            f"DC1 {sampler.max_lag_ms['DC1']} ms, DC2 {sampler.max_lag_ms['DC2']} ms"
+        )
+        for site in (dc1, dc2):  # links first, so neither side logs the other's shutdown as a loss
+            site.call(lambda site=site: site.broker.connections and site.broker.connections.stop())
+        for site in (dc1, dc2):
+            asyncio.run_coroutine_threadsafe(site.broker.stop(), loop).result(30)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+    return 0 if same else 1

@@ -35,10 +35,11 @@ from .amqp.performatives import (
     Target,
     symbols,
 )
+from .errors import BrokerError
 from .message import MessageView
 from .queues import MessageRef, Queue
 from .security import SecurityError
-from .server import ANYCAST, MULTICAST, BrokerError, Server
+from .server import ANYCAST, MULTICAST, Server
 
 if TYPE_CHECKING:
     from .config.model import Acceptor

@@ -16,8 +16,9 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from broker_core.errors import BrokerError
 from broker_core.message import MessageView
-from broker_core.server import ACK_EXPIRED, ANYCAST, MULTICAST, BrokerError
+from broker_core.server import ACK_EXPIRED, ANYCAST, MULTICAST
 
 from . import wire
 
