@@ -1,7 +1,7 @@
 """Two brokers in one process, as the two data centres of the mirror tests will be: nothing is shared.
 
 Both run on ONE event loop (a thread of this process), each with its own directory, port, node id,
-journal and queues; a second test runs them on separate loops through `EmbeddedBroker`.
+journal and queues; the last test runs them on two separate loops instead.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import pytest
 from proton import ConnectionException
 
 from broker_core.config import load_config
-from broker_core.demo import EmbeddedBroker
 from broker_core.runtime import Broker, new_loop
 from tests.peers.ports import LOOPBACK
 from tests.support.broker import BrokerProcess
@@ -150,17 +149,23 @@ def test_both_stop_cleanly_and_restart_with_only_their_own_messages(tmp_path: Pa
         loop.close()
 
 
-def test_two_embedded_brokers_on_their_own_loops(tmp_path: Path) -> None:
-    brokers = [EmbeddedBroker(_write_config(tmp_path / n, n)) for n in ("east", "west")]
-    for broker in brokers:
-        broker.start()
+def test_two_brokers_on_their_own_loops(tmp_path: Path) -> None:
+    loops = [SharedLoop(), SharedLoop()]
+    brokers = [
+        loop.start(_write_config(tmp_path / n, n)) for loop, n in zip(loops, ("east", "west"), strict=True)
+    ]
     try:
-        east, west = (f"amqp://{LOOPBACK}:{b.broker.port()}" for b in brokers if b.broker is not None)
+        east, west = (_url(b) for b in brokers)
         send(east, "orders", ["to east"])
         assert receive(west, "orders", 1, timeout=0.5) == []
         assert [m.body for m in receive(east, "orders", 1)] == ["to east"]
-        assert [b.stats()["messages_routed"] for b in brokers] == [1, 0]
+        routed = [
+            loop.call(lambda b=b: b.server.stats["messages_routed"])
+            for loop, b in zip(loops, brokers, strict=True)
+        ]
+        assert routed == [1, 0]
     finally:
-        for broker in brokers:
-            broker.stop()
-    assert not any(b.thread.is_alive() for b in brokers)
+        for loop, broker in zip(loops, brokers, strict=True):
+            loop.run(broker.stop())
+            loop.close()
+    assert not any(loop.thread.is_alive() for loop in loops)
