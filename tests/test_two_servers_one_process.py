@@ -149,6 +149,10 @@ def test_both_stop_cleanly_and_restart_with_only_their_own_messages(tmp_path: Pa
         loop.close()
 
 
+def _routed(loop: SharedLoop, broker: Broker) -> int:
+    return loop.call(lambda: broker.server.stats["messages_routed"])
+
+
 def test_two_brokers_on_their_own_loops(tmp_path: Path) -> None:
     loops = [SharedLoop(), SharedLoop()]
     brokers = [
@@ -159,10 +163,7 @@ def test_two_brokers_on_their_own_loops(tmp_path: Path) -> None:
         send(east, "orders", ["to east"])
         assert receive(west, "orders", 1, timeout=0.5) == []
         assert [m.body for m in receive(east, "orders", 1)] == ["to east"]
-        routed = [
-            loop.call(lambda b=b: b.server.stats["messages_routed"])
-            for loop, b in zip(loops, brokers, strict=True)
-        ]
+        routed = [_routed(loop, b) for loop, b in zip(loops, brokers, strict=True)]
         assert routed == [1, 0]
     finally:
         for loop, broker in zip(loops, brokers, strict=True):
