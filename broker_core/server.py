@@ -197,13 +197,15 @@ class Server:
             msg.origin_broker_id = m.origin_broker_id
             msg.origin_message_id = m.origin_message_id
             msg.via_mirror = m.via_mirror
+            indexed = False
             for queue_id in rm.queue_ids:
                 rq = self.queues_by_id.get(queue_id)
                 if rq is None:
                     continue
                 msg.live_refs += 1
+                indexed = indexed or not rq.internal  # mirror copies live only on internal queues
                 rq.messages.append(MessageRef(msg, rq, rm.delivery_counts.get(queue_id, 0)))
-            if msg.live_refs:
+            if indexed:
                 self.identity[self.identity_of(msg)] = msg
         self.meta = {k: v for k, v in state.meta.items() if v}
         self._next_message_id = max(self._next_message_id, state.max_message_id + 1)
@@ -365,7 +367,7 @@ class Server:
         for ref in q.messages:
             ref.message.live_refs -= 1
             if ref.message.live_refs <= 0:
-                self.identity.pop(self.identity_of(ref.message), None)
+                self._forget_identity(ref.message)
         q.messages.clear()
         for c in list(q.consumers):
             kick = getattr(c, "kick", None)
@@ -503,6 +505,39 @@ class Server:
         for source, message_id in waits:
             source.wait_for(message_id, one_done)
 
+    def _forget_identity(self, msg: StoredMessage) -> None:
+        key = self.identity_of(msg)
+        if self.identity.get(key) is msg:  # a mirror copy shares the identity but is not indexed
+            del self.identity[key]
+
+    def enqueue_copy(
+        self, queue: Queue, original: StoredMessage, origin: tuple[str | None, int]
+    ) -> StoredMessage:
+        """Put a copy of a message, keeping its identity, on one internal queue (mirror initial sync)."""
+        now_ms = int(self.clock() * 1000)
+        msg = StoredMessage(self.new_message_id(), original.address, original.payload, True, 0, now_ms)
+        msg.origin_broker_id, msg.origin_message_id = origin
+        msg.live_refs = 1
+        if queue.durable and self.config.persistence_enabled:
+            self.persist(
+                records.MessageAdded(
+                    msg.id,
+                    original.address,
+                    (queue.id,),
+                    original.payload,
+                    now_ms,
+                    0,
+                    4,
+                    origin[0],
+                    origin[1],
+                    False,
+                )
+            )
+        else:
+            msg.durable = False
+        queue.enqueue(MessageRef(msg, queue))
+        return msg
+
     def set_meta(self, key: str, value: bytes) -> None:
         self.meta[key] = value
         if self.config.persistence_enabled:
@@ -538,7 +573,7 @@ class Server:
         q.acked += 1
         msg.live_refs -= 1
         if msg.live_refs <= 0:
-            self.identity.pop(self.identity_of(msg), None)
+            self._forget_identity(msg)
         self.stats["messages_acked"] += 1
         if msg.durable and q.durable and self.config.persistence_enabled:
             self.persist(records.MessageAcked(q.id, msg.id, reason, via_mirror, int(self.clock() * 1000)))

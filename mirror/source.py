@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("broker.mirror")
 
+INITIAL_SYNC = "initial-sync"  # <mirror><property key="initial-sync" value="true"/></mirror>
+
 
 class MirrorConsumer:
     """Feeds the store-and-forward queue to the mirror link, adding the mirror's annotations."""
@@ -112,9 +114,40 @@ class MirrorSource(Observer):
                 self.address_added(addr)
             for queue in list(srv.queues.values()):
                 self.queue_added(queue)
+        if self.settings.properties.get(INITIAL_SYNC, "false").lower() == "true":
+            self._initial_sync()
         log.info(
             "mirror %s installed: store-and-forward queue %s holds %d events", self.name, self.snf, q.depth
         )
+
+    def _initial_sync(self) -> None:
+        """Opt-in: send the messages that existed before this mirror, once, oldest first.
+
+        Artemis mirrors only routings after the mirror is installed; operators adding a mirror to a
+        broker with a backlog ask for the backlog too. Each waiting message is queued as a copy that
+        keeps its identity, so the target stores it under the same (origin, id) and later acks match.
+        A target that already received newer messages from this broker drops these as duplicates.
+        """
+        srv, done_key = self.server, f"mirror.initial-sync.{self.name}"
+        if srv.meta.get(done_key):
+            return
+        assert self.queue is not None
+        seen: set[tuple[str, int]] = set()
+        backlog = []
+        for q in list(srv.queues.values()):
+            if self._queue_skipped(q) or self._excluded(q.address):
+                continue
+            for ref in q.messages:
+                identity = srv.identity_of(ref.message)
+                if identity not in seen:
+                    seen.add(identity)
+                    backlog.append(ref.message)
+        backlog.sort(key=lambda m: m.origin_message_id if m.origin_message_id is not None else m.id)
+        for msg in backlog:
+            mid = msg.origin_message_id if msg.origin_message_id is not None else msg.id
+            srv.enqueue_copy(self.queue, msg, origin=(msg.origin_broker_id, mid))
+        srv.set_meta(done_key, b"1")
+        log.info("mirror %s: initial sync queued %d existing messages", self.name, len(backlog))
 
     # ---------------------------------------------------------------------------------- rules
 

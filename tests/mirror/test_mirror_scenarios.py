@@ -12,13 +12,16 @@ from tests.support.broker import BrokerProcess
 from tests.support.client import Capabilities, connect, receive, send
 
 
-def conn_xml(*mirrors: tuple[str, int, str]) -> str:
-    inner = "".join(
-        f'<amqp-connection uri="tcp://127.0.0.1:{port}" name="{name}" retry-interval="200"><mirror {attrs}/>'
-        "</amqp-connection>"
-        for name, port, attrs in mirrors
-    )
-    return f"<broker-connections>{inner}</broker-connections>"
+def conn_xml(*mirrors: tuple[str, int, str] | tuple[str, int, str, str]) -> str:
+    """Mirrors as (connection name, port, <mirror> attributes[, <mirror> children])."""
+    parts = []
+    for name, port, attrs, *children in mirrors:
+        inner = children[0] if children else ""
+        parts.append(
+            f'<amqp-connection uri="tcp://127.0.0.1:{port}" name="{name}" retry-interval="200">'
+            f"<mirror {attrs}>{inner}</mirror></amqp-connection>"
+        )
+    return f"<broker-connections>{''.join(parts)}</broker-connections>"
 
 
 def broker(
@@ -188,3 +191,29 @@ def test_sync_mirror_confirms_sends_only_after_the_target_accepted(tmp_path: Pat
     finally:
         dc1.stop()
         dc2.stop()
+
+
+def test_pre_existing_messages_are_not_mirrored_unless_initial_sync_is_asked(tmp_path: Path) -> None:
+    p1, p2, p3 = free_port(), free_port(), free_port()
+    dc2 = broker(tmp_path, "dc2", p2).start()
+    dc3 = broker(tmp_path, "dc3", p3).start()
+    dc1 = broker(tmp_path, "dc1", p1).start()  # no mirror yet: a backlog builds up
+    send(dc1.url, "orders", [f"old{i}" for i in range(20)])
+    dc1.stop()
+    sync = '<property key="initial-sync" value="true"/>'
+    dc1.xml_kwargs["extra"] = conn_xml(("DC2", p2, ""), ("DC3", p3, "", sync))
+    dc1.write_config()
+    dc1.start()
+    try:
+        wait_until(lambda: dc1.log().count("AMQ111003") >= 2, 20, "both mirrors to connect")
+        send(dc1.url, "orders", ["new"])
+        wait_until(lambda: drained(dc1), 10, "the mirrors to drain")
+        assert bodies(dc2) == ["new"], "Artemis semantics: the backlog is not mirrored by default"
+        assert bodies(dc3) == sorted([f"old{i}" for i in range(20)] + ["new"])
+        receive(dc1.url, "orders", 5)  # acks of synced messages find them on DC3 by identity
+        wait_until(lambda: depth(dc3, "orders") == 16, 10, "acks of synced messages to reach DC3")
+        assert "initial sync queued 20" in dc1.log()
+    finally:
+        dc1.stop()
+        dc2.stop()
+        dc3.stop()
