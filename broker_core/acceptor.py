@@ -11,6 +11,7 @@ import asyncio
 import logging
 import ssl
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .amqp import errors
@@ -137,7 +138,7 @@ class AmqpSocket(asyncio.Protocol):
         ep = self.endpoint
         if ep is not None and not ep.conn.closed:
             ep.conn.tick(now)
-            if ep.conn.has_output():
+            if ep.conn.has_output() or ep.conn.closed:
                 self.flusher.mark_dirty(ep)
 
     def close(self, condition: str, description: str) -> None:
@@ -160,6 +161,9 @@ def ssl_context(acceptor: Acceptor) -> ssl.SSLContext | None:
         raise ValueError(
             f"acceptor {acceptor.name}: key store {cert} is not PEM; convert it, set sslCertPath/sslKeyPath"
         )
+    for path in (cert, key, tls.ca_path or tls.trust_store_path):
+        if path and not Path(path).is_file():
+            raise ValueError(f"acceptor {acceptor.name}: TLS file {path} does not exist or is not a file")
     ctx.load_cert_chain(cert, key, password=tls.key_store_password)
     if tls.ca_path or tls.trust_store_path:
         ctx.load_verify_locations(tls.ca_path or tls.trust_store_path)

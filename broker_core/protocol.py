@@ -245,7 +245,7 @@ class BrokerEndpoint:
                 self._attach_producer(link, attach)
         except SecurityError as exc:
             log.warning("%s: attach of %r refused: %s", self.peer, link.name, exc)
-            self._refuse(link, attach, errors.UNAUTHORIZED_ACCESS, str(exc))
+            self._refuse(link, attach, errors.UNAUTHORIZED_ACCESS, exc.description)
         except BrokerError as exc:
             log.info("%s: attach of %r refused: %s", self.peer, link.name, exc.description)
             self._refuse(link, attach, exc.condition, exc.description)
@@ -357,7 +357,7 @@ class BrokerEndpoint:
         try:
             self.server.check(self.conn.user, address, "send")
         except SecurityError as exc:
-            condition, description = send_permission_refusal(str(exc))
+            condition, description = send_permission_refusal(exc.description)
             log.warning("%s: mirror link %r refused: %s", self.peer, link.name, description)
             self._refuse(link, attach, condition, description)
             return
@@ -479,6 +479,7 @@ class BrokerEndpoint:
         srv = self.server
         try:
             view = MessageView(payload)
+            view.all_sections()  # checks every section's framing: a truncated message is refused, not stored
             address = producer.address
             if address is None:
                 address = view.to
@@ -501,7 +502,7 @@ class BrokerEndpoint:
             self._reject(session, delivery_id, settled, errors.DECODE_ERROR, f"malformed message: {exc}")
             return
         except SecurityError as exc:
-            self._reject(session, delivery_id, settled, errors.UNAUTHORIZED_ACCESS, str(exc))
+            self._reject(session, delivery_id, settled, errors.UNAUTHORIZED_ACCESS, exc.description)
             return
         except BrokerError as exc:
             self._reject(session, delivery_id, settled, exc.condition, exc.description)

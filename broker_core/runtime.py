@@ -81,6 +81,8 @@ class Broker:
         return self.listener.bound[acceptor][1]
 
     async def stop(self) -> None:
+        if not self.server.started:
+            return
         if self._retry_timer is not None:
             self._retry_timer.cancel()
         if self.connections is not None:
@@ -111,9 +113,17 @@ def run(configs: list[BrokerConfig]) -> int:
         log.info("received %s: shutting down", signame)
         stop.set()
 
+    failed: list[str] = []
+
     async def main() -> None:
         for b in brokers:
-            await b.start()
+            try:
+                await b.start()
+            except (OSError, ValueError) as exc:  # a port in use, an unreadable certificate, ...
+                failed.append(f"{b.config.name}: cannot start: {exc}")
+                for started in brokers:
+                    await started.stop()
+                return
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal, sig.name)
         _notify_systemd("READY=1")
@@ -127,6 +137,10 @@ def run(configs: list[BrokerConfig]) -> int:
     finally:
         with contextlib.suppress(Exception):
             loop.close()
+    if failed:
+        for line in failed:
+            log.error("%s", line)
+        return 1
     log.info("shutdown complete")
     return 0
 

@@ -120,11 +120,6 @@ def test_check_config_warns_about_unimplemented_elements_and_strict_refuses(
     assert "ha-policy" in _problem_lines(strict.stderr, "broker.xml").get(line, ""), strict.stderr
 
 
-@pytest.mark.xfail(
-    reason="under --strict the unimplemented-element problem is an error but its text still ends "
-    "'not implemented yet; ignored' (config parser), which tells the operator the opposite",
-    strict=True,
-)
 def test_strict_refusal_does_not_say_ignored(ha_config: tuple[BrokerProcess, int]) -> None:
     broker, line = ha_config
     strict = _cli(broker.home, "check-config", "--strict", str(broker.config_path))

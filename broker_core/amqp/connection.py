@@ -229,6 +229,8 @@ class Connection:
         self._expect_amqp_after_sasl = False
         self.last_received = 0.0
         self.last_sent = 0.0
+        self.started_at: float | None = None
+        self.handshake_timeout = 10.0  # seconds from the first tick to the peer's open (Artemis's default)
         self.context: Any = None
 
     # -------------------------------------------------------------------------------- I/O surface
@@ -833,7 +835,19 @@ class Connection:
 
     def tick(self, now: float) -> float | None:
         """Call periodically with a monotonic clock; returns when to call again (None: not needed)."""
-        if self.closed or self._phase != "frames":
+        if self.closed:
+            return None
+        if not self.opened:
+            if self.started_at is None:
+                self.started_at = now
+            elif self.handshake_timeout and now - self.started_at > self.handshake_timeout:
+                log.info(
+                    "closing connection: no AMQP open within %g s (handshake timeout)", self.handshake_timeout
+                )
+                self.fail(errors.RESOURCE_LIMIT_EXCEEDED, "handshake timeout")
+                self.closed = True
+                return None
+        if self._phase != "frames":
             return None
         deadline = None
         if self.remote_idle_timeout_ms:

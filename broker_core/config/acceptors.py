@@ -94,6 +94,11 @@ def _parse_acceptor(reader: Reader, element: Element) -> Acceptor | None:
     if parsed is None or name is None:
         return None
     fields, tls, other = _convert_params(reader, element, parsed.params)
+    if tls.get("enabled") and not (tls.get("cert_path") or tls.get("key_store_path")):
+        reader.error(
+            element, "sslEnabled=true without a certificate", "sslCertPath (and sslKeyPath) to PEM files"
+        )
+        return None
     acceptor = Acceptor(
         name=name,
         uri=uri,

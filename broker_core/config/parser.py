@@ -94,8 +94,9 @@ def load_config(
 
 
 def _as_error(problem: ConfigProblem) -> ConfigProblem:
+    message = problem.message.replace("; ignored", "; refused (--strict)")
     return ConfigProblem(
-        problem.file, problem.line, problem.element_path, problem.attribute, problem.message, problem.expected
+        problem.file, problem.line, problem.element_path, problem.attribute, message, problem.expected
     )
 
 
