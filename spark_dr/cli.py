@@ -1,0 +1,108 @@
+"""Entry points of the DR tools, taking argparse namespaces (``amqp-mirror journal export|reconcile|repair``).
+
+``add_export_args``, ``add_reconcile_args`` and ``add_repair_args`` define each command's options, so the
+broker's CLI and ``spark_dr/job.py`` (spark-submit) build the same parsers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def _progress(quiet: bool) -> Any:
+    started = time.monotonic()
+
+    def say(message: str) -> None:
+        if not quiet:
+            print(f"[{time.monotonic() - started:7.1f}s] {message}", file=sys.stderr, flush=True)
+
+    return say
+
+
+def add_export_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("directory", help="a journal directory (or a broker data directory)")
+    p.add_argument("out", help="the Parquet file to write")
+    p.add_argument("--quiet", action="store_true")
+
+
+def add_reconcile_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dc1", help="DC1's journal directory or Parquet export")
+    p.add_argument("dc2", help="DC2's journal directory or Parquet export")
+    p.add_argument("--names", default="DC1,DC2", help="the two sides' names (default DC1,DC2)")
+    p.add_argument("--survivor", help="the side a repair writes to (default: the second)")
+    p.add_argument("--out", default="dr-report", help="directory for the JSON/HTML/text reports")
+    p.add_argument("--plan", help="also write a repair plan (JSON) to this file")
+    p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    p.add_argument("--shuffle-partitions", type=int, default=4)
+    p.add_argument("--plan-limit", type=int, default=1_000_000)
+    p.add_argument("--metrics-file", help="write the Pushgateway text exposition here")
+    p.add_argument("--pushgateway", help="Pushgateway base URL to PUT the metrics to")
+    p.add_argument("--quiet", action="store_true")
+
+
+def add_repair_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--plan", required=True, help="the plan written by reconcile --plan")
+    p.add_argument("--broker", required=True, help="the surviving broker's AMQP URL")
+    p.add_argument("--dry-run", action="store_true", help="say what would be done, change nothing")
+    p.add_argument("--journal", action="append", metavar="NAME=DIR", help="where a side's journal is here")
+    p.add_argument("--timeout", type=float, default=10.0)
+    p.add_argument("--quiet", action="store_true")
+
+
+def export_main(args: argparse.Namespace) -> int:
+    from .export import export_journal
+
+    say = _progress(args.quiet)
+    stats = export_journal(Path(args.directory), Path(args.out), progress=say)
+    print(json.dumps(stats))
+    return 0
+
+
+def reconcile_main(args: argparse.Namespace, spark: Any = None) -> int:
+    from .plan import build_plan, write_plan
+    from .pushgateway import write_and_push
+    from .reconcile import Options, reconcile
+    from .report import console_summary, write_reports
+    from .session import spark_session
+
+    say = _progress(args.quiet)
+    names = tuple(n.strip() for n in args.names.split(","))
+    if len(names) != 2:
+        raise SystemExit("--names wants two comma-separated names")
+    opts = Options(names=(names[0], names[1]), survivor=args.survivor or names[1], progress=say)
+    opts.plan_limit = args.plan_limit
+    if spark is None:
+        say(f"starting Spark ({args.master or 'from spark-submit'})")
+        spark = spark_session(args.master, args.shuffle_partitions)
+    result = reconcile(spark, Path(args.dc1), Path(args.dc2), opts)
+    paths = write_reports(result, Path(args.out))
+    if args.plan:
+        write_plan(build_plan(result), Path(args.plan))
+        say(f"repair plan written to {args.plan}")
+    if args.metrics_file or args.pushgateway:
+        write_and_push(result, Path(args.metrics_file) if args.metrics_file else None, args.pushgateway)
+        say("metrics written" + (f" and pushed to {args.pushgateway}" if args.pushgateway else ""))
+    print(console_summary(result))
+    print(f"  reports: {', '.join(str(p) for p in paths.values())}")
+    return 0 if result["survivor_in_sync"] else 3
+
+
+def repair_main(args: argparse.Namespace) -> int:
+    from .plan import read_plan
+    from .repair import apply_plan, parse_journal_overrides
+
+    say = _progress(args.quiet)
+    plan = read_plan(Path(args.plan))
+    counts = {k: len(plan[k]) for k in ("resend", "acks", "duplicates_expected", "needs_decision")}
+    say(f"plan: {counts}")
+    outcome = apply_plan(
+        plan, args.broker, dry_run=args.dry_run, journals=parse_journal_overrides(args.journal), say=say,
+        timeout=args.timeout,
+    )  # fmt: skip
+    print(json.dumps(outcome.summary()))
+    return 0

@@ -1,0 +1,80 @@
+"""How reconciliation names a message across data centres, and what it hashes of it.
+
+A message's identity is (origin broker id, origin message id): the mirror stores both on the target,
+and a locally produced message is (own node id, own message id). A message re-sent by a repair carries
+its original identity in a message annotation, so a later reconciliation counts it as the same message.
+
+The digest covers the AMQP *bare message* (properties, application properties, body sections: the part
+intermediaries must not change, AMQP 1.0 §3.2), not the header or annotations: the broker rewrites the
+header's delivery count, the mirror adds and strips annotations, and the repair adds one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from broker_core.amqp.codec import DecodeError, decode_value, skip_value
+from broker_core.message import DELIVERY_ANNOTATIONS, FOOTER, HEADER, MESSAGE_ANNOTATIONS, MessageView
+
+MIRROR_PREFIX = "$ACTIVEMQ_ARTEMIS_MIRROR_"
+REPAIR_ANNOTATION = "x-opt-amqp-mirror-repair-origin"
+_REPAIR_BYTES = REPAIR_ANNOTATION.encode()
+_ANNOTATED = (HEADER, DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS)
+
+
+def is_internal(name: str | None) -> bool:
+    """Mirror control and store-and-forward queues/addresses: never reconciled as messages."""
+    return name is not None and name.startswith(MIRROR_PREFIX)
+
+
+def bare_message_span(payload: bytes) -> tuple[int, int]:
+    """(start, end) of the bare message; the whole payload when it does not parse as sections."""
+    pos, end, n = 0, len(payload), len(payload)
+    start = -1
+    try:
+        while pos < n:
+            if payload[pos] != 0x00:
+                raise DecodeError("not a described section")
+            descriptor, vpos = decode_value(payload, pos + 1)
+            after = skip_value(payload, vpos)
+            if descriptor in _ANNOTATED:
+                pass
+            elif descriptor == FOOTER:
+                end = pos
+                break
+            elif start < 0:
+                start = pos
+            pos = after
+    except DecodeError:
+        return 0, n
+    return (start if start >= 0 else n), end
+
+
+def payload_digest(payload: bytes) -> str:
+    start, end = bare_message_span(payload)
+    return hashlib.sha256(memoryview(payload)[start:end]).hexdigest()
+
+
+def format_identity(broker_id: str, message_id: int) -> str:
+    return f"{broker_id}:{message_id}"
+
+
+def parse_identity(text: str) -> tuple[str, int] | None:
+    broker, sep, number = text.rpartition(":")
+    if not sep or not broker or not number.isdigit():
+        return None
+    return broker, int(number)
+
+
+def repair_origin(payload: bytes) -> tuple[str, int] | None:
+    """The identity a repair stamped on this message, if any (cheap byte test before decoding)."""
+    if _REPAIR_BYTES not in payload:
+        return None
+    try:
+        annotations = MessageView(payload).section_map(MESSAGE_ANNOTATIONS)
+    except DecodeError:
+        return None
+    for key, value in annotations.items():
+        if str(key) == REPAIR_ANNOTATION and isinstance(value, str):
+            return parse_identity(value)
+    return None

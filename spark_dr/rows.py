@@ -1,0 +1,124 @@
+"""Journal records as flat rows: one row per record, the columns reconciliation needs.
+
+This module has no Spark dependency: the Spark data source, the Parquet export and the benchmark all
+read through ``journal_rows``. Queue names are resolved while reading (queues are few); the identity of
+an acknowledged message is not (that needs every message id: a join, done in Spark by the transforms).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from broker_core.journal import iter_records
+from broker_core.journal.node_id import NODE_ID_FILE
+from broker_core.journal.records import (
+    AddressAdded,
+    AddressRemoved,
+    DeliveryCountUpdated,
+    HighestIds,
+    MessageAcked,
+    MessageAdded,
+    MetaRecord,
+    QueueAdded,
+    QueueRemoved,
+)
+
+from .identity import payload_digest, repair_origin
+
+# (name, Spark SQL type); the order is the row tuple's order
+COLUMNS: list[tuple[str, str]] = [
+    ("node_id", "string"),
+    ("segment", "bigint"),
+    ("offset", "bigint"),
+    ("event", "string"),  # send, ack, address_create, address_delete, queue_create, queue_delete, ...
+    ("message_id", "bigint"),  # the local id (sends and acks)
+    ("origin_broker_id", "string"),  # as journalled: null for a locally produced message
+    ("origin_message_id", "bigint"),
+    ("identity_broker", "string"),  # sends: origin, or own node id; or the origin a repair stamped
+    ("identity_id", "bigint"),
+    ("address", "string"),
+    ("queue", "string"),  # acks and queue events
+    ("queues", "array<string>"),  # sends: every queue the message was routed to
+    ("ack_reason", "int"),  # 0 normal, 1 killed, 2 expired, 3 replaced
+    ("via_mirror", "boolean"),  # the record came through the mirror, not from a local client
+    ("timestamp_ms", "bigint"),
+    ("expiry_ms", "bigint"),
+    ("digest", "string"),  # sha256 of the bare message, hex
+    ("size", "int"),  # bytes of the stored message
+    ("repaired", "boolean"),  # carries the repair's origin annotation
+    ("meta_key", "string"),
+    ("meta_value", "string"),
+]
+COLUMN_NAMES = [name for name, _ in COLUMNS]
+SCHEMA_DDL = ", ".join(f"`{name}` {kind}" for name, kind in COLUMNS)
+
+Row = tuple[Any, ...]
+
+
+def read_node_id(directory: Path) -> str:
+    """The node id of the broker owning ``directory`` (its journal directory or the data directory)."""
+    for candidate in (Path(directory) / NODE_ID_FILE, Path(directory) / "journal" / NODE_ID_FILE):
+        if candidate.exists():
+            return candidate.read_text(encoding="ascii").strip()
+    raise FileNotFoundError(f"no {NODE_ID_FILE} file in {directory}")
+
+
+def journal_dir(directory: Path) -> Path:
+    """Accept a broker data directory (``data/``) as well as its ``journal`` directory."""
+    directory = Path(directory)
+    if not any(directory.glob("*.jnl")) and (directory / "journal").is_dir():
+        return directory / "journal"
+    return directory
+
+
+def journal_rows(directory: Path) -> Iterator[Row]:
+    """Every record of the journal in replay order, as a row of ``COLUMNS`` (read-only)."""
+    directory = journal_dir(directory)
+    node = read_node_id(directory)
+    queues: dict[int, tuple[str, str]] = {}  # queue id -> (name, address)
+    blank: list[Any] = [None] * len(COLUMNS)
+    for (seg, off), rec in iter_records(directory):
+        row = list(blank)
+        row[0], row[1], row[2] = node, seg, off
+        if isinstance(rec, MessageAdded):
+            _send(row, node, rec, queues)
+        elif isinstance(rec, MessageAcked):
+            name, address = queues.get(rec.queue_id, (f"#{rec.queue_id}", None))
+            row[3], row[4], row[9], row[10] = "ack", rec.message_id, address, name
+            row[12], row[13], row[14] = rec.reason, rec.via_mirror, rec.timestamp_ms
+        elif isinstance(rec, MetaRecord):
+            row[3], row[19] = "meta", rec.key
+            row[20] = rec.value[:256].decode("utf-8", "replace")
+        elif isinstance(rec, QueueAdded):
+            queues[rec.queue_id] = (rec.name, rec.address)
+            row[3], row[9], row[10] = "queue_create", rec.address, rec.name
+        elif isinstance(rec, QueueRemoved):
+            name, address = queues.get(rec.queue_id, (f"#{rec.queue_id}", None))
+            row[3], row[9], row[10] = "queue_delete", address, name
+        elif isinstance(rec, AddressAdded):
+            row[3], row[9] = "address_create", rec.name
+        elif isinstance(rec, AddressRemoved):
+            row[3] = "address_delete"
+        elif isinstance(rec, DeliveryCountUpdated):
+            name, address = queues.get(rec.queue_id, (f"#{rec.queue_id}", None))
+            row[3], row[4], row[9], row[10] = "delivery_count", rec.message_id, address, name
+        elif isinstance(rec, HighestIds):
+            row[3], row[4] = "highest_ids", rec.message_id
+        yield tuple(row)
+
+
+def _send(row: list[Any], node: str, rec: MessageAdded, queues: dict[int, tuple[str, str]]) -> None:
+    identity = repair_origin(rec.body) if not rec.via_mirror else None
+    if identity is None:
+        if rec.origin_broker_id is not None and rec.origin_message_id is not None:
+            identity = (rec.origin_broker_id, rec.origin_message_id)
+        else:
+            identity = (node, rec.message_id)
+    row[3], row[4], row[5], row[6] = "send", rec.message_id, rec.origin_broker_id, rec.origin_message_id
+    row[7], row[8], row[9] = identity[0], identity[1], rec.address
+    row[11] = [queues[q][0] if q in queues else f"#{q}" for q in rec.queue_ids]
+    row[13], row[14], row[15] = rec.via_mirror, rec.timestamp_ms, rec.expiry_ms
+    row[16], row[17] = payload_digest(rec.body), len(rec.body)
+    row[18] = identity != (rec.origin_broker_id or node, rec.origin_message_id or rec.message_id)

@@ -1,0 +1,28 @@
+"""The Spark session for the DR job: local[2] unless told otherwise, small shuffles, our data source."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def spark_session(
+    master: str | None = "local[2]", shuffle_partitions: int = 4, app: str = "amqp-mirror-dr"
+) -> Any:
+    """Create (or reuse) a session; ``master=None`` leaves it to spark-submit."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app)
+    if master:
+        builder = builder.master(master)
+    builder = (
+        builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.driver.memory", "2g")
+    )
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    from .datasource import register
+
+    register(spark)
+    return spark

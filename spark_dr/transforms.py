@@ -1,0 +1,209 @@
+"""Reconciliation as plain ``DataFrame -> DataFrame`` functions over journal rows (``rows.COLUMNS``).
+
+Granularity: one message reference, i.e. (identity broker, identity id, queue). A multicast message
+routed to three queues is three references, each consumed independently on each side.
+
+Status of a reference on one side:
+  live        the side holds it and it is not acknowledged;
+  acked       the side holds it and acknowledged it (``consumed``: by a local client, reason normal);
+  orphan_ack  the side has an acknowledgement for a message it has no record of;
+  gone        no record, but the side certainly had it: it produced the message (identity broker is
+              its own node id) or its mirror dedup mark for the origin covers the id. Compaction drops
+              settled messages, so "gone" means "settled, then compacted away";
+  absent      no record and no evidence the side ever received it.
+
+Classes (first match wins): orphan_ack; payload_differs (both hold it, digests differ); consumed_both
+(acked by local clients on both sides: delivered twice); acked_one_side (live on one side, acked or
+gone on the other); one_side_only (live on one side, absent on the other); in_sync (everything else:
+live on both with equal digests, settled on both with at most one consumption, or settled on one side
+and never received by the other).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from .identity import MIRROR_PREFIX
+
+KEY = ["identity_broker", "identity_id", "queue"]
+CLASSES = ["in_sync", "one_side_only", "acked_one_side", "consumed_both", "payload_differs", "orphan_ack"]
+ACK_NORMAL = 0
+
+
+def _internal(col: Column) -> Column:
+    return col.startswith(MIRROR_PREFIX)
+
+
+def message_refs(records: DataFrame) -> DataFrame:
+    """One row per (message, queue) reference of client messages; mirror internals excluded."""
+    sends = records.filter((F.col("event") == "send") & ~_internal(F.col("address")))
+    return sends.select(
+        "node_id",
+        "message_id",
+        "identity_broker",
+        "identity_id",
+        "address",
+        F.explode("queues").alias("queue"),
+        "digest",
+        "size",
+        F.col("timestamp_ms").alias("sent_ms"),
+        "segment",
+        "offset",
+        F.col("via_mirror").alias("send_via_mirror"),
+        "repaired",
+    ).filter(~_internal(F.col("queue")))
+
+
+def message_acks(records: DataFrame) -> DataFrame:
+    acks = records.filter((F.col("event") == "ack") & ~_internal(F.col("queue")))
+    return acks.select(
+        F.col("node_id").alias("ack_node_id"),
+        "message_id",
+        "queue",
+        F.col("address").alias("ack_address"),
+        "ack_reason",
+        F.col("via_mirror").alias("ack_via_mirror"),
+        F.col("timestamp_ms").alias("acked_ms"),
+    )
+
+
+def side_state(records: DataFrame) -> DataFrame:
+    """Per reference on one side: status (live / acked / orphan_ack), consumption, digest, position."""
+    joined = message_refs(records).join(message_acks(records), ["message_id", "queue"], "full_outer")
+    has_add = F.col("identity_id").isNotNull()
+    status = F.when(~has_add, "orphan_ack").when(F.col("ack_reason").isNull(), "live").otherwise("acked")
+    consumed = (F.col("ack_reason") == ACK_NORMAL) & ~F.coalesce(F.col("ack_via_mirror"), F.lit(False))
+    return joined.select(
+        # an orphan ack's identity is unknown: its local id is the best name it has
+        F.coalesce("identity_broker", "ack_node_id").alias("identity_broker"),
+        F.coalesce("identity_id", "message_id").alias("identity_id"),
+        "queue",
+        F.coalesce("address", "ack_address").alias("address"),
+        status.alias("status"),
+        F.coalesce(consumed, F.lit(False)).alias("consumed"),
+        "ack_reason",
+        "ack_via_mirror",
+        "digest",
+        "size",
+        "sent_ms",
+        "acked_ms",
+        "segment",
+        "offset",
+        "message_id",
+        "repaired",
+    )
+
+
+def dedup_marks(records: DataFrame) -> DataFrame:
+    """(origin, mark): the highest message id this side's mirror target accepted from each origin."""
+    prefix = "mirror.dedup."
+    marks = records.filter((F.col("event") == "meta") & F.col("meta_key").startswith(prefix))
+    return marks.groupBy(F.substring(F.col("meta_key"), len(prefix) + 1, 1000).alias("origin")).agg(
+        F.max(F.col("meta_value").try_cast("bigint")).alias("mark")
+    )
+
+
+def _marks_map(marks: dict[str, int]) -> Column:
+    if not marks:
+        return F.create_map().cast("map<string,bigint>")
+    return F.create_map(*[x for k, v in marks.items() for x in (F.lit(k), F.lit(v))])
+
+
+def _side_status(prefix: str, node_id: str, marks: dict[str, int]) -> Column:
+    held = F.col(f"{prefix}status")
+    mark = F.try_element_at(_marks_map(marks), F.col("identity_broker"))
+    had_it = (F.col("identity_broker") == node_id) | F.coalesce(F.col("identity_id") <= mark, F.lit(False))
+    return F.coalesce(held, F.when(had_it, "gone").otherwise("absent"))
+
+
+def classify(
+    dc1: DataFrame,
+    dc2: DataFrame,
+    *,
+    node1: str,
+    node2: str,
+    marks1: dict[str, int] | None = None,
+    marks2: dict[str, int] | None = None,
+    names: tuple[str, str] = ("DC1", "DC2"),
+) -> DataFrame:
+    """Full outer join of two ``side_state`` frames on the identity; one row per reference with its class."""
+    a = dc1.select(*KEY, *[F.col(c).alias(f"a_{c}") for c in dc1.columns if c not in KEY])
+    b = dc2.select(*KEY, *[F.col(c).alias(f"b_{c}") for c in dc2.columns if c not in KEY])
+    j = a.join(b, KEY, "full_outer")
+    s1, s2 = F.col("s1"), F.col("s2")
+    j = j.withColumn("s1", _side_status("a_", node1, marks1 or {})).withColumn(
+        "s2", _side_status("b_", node2, marks2 or {})
+    )
+    holds1, holds2 = s1.isin("live", "acked"), s2.isin("live", "acked")
+    settled1, settled2 = s1.isin("acked", "gone"), s2.isin("acked", "gone")
+    n1, n2 = F.lit(names[0]), F.lit(names[1])
+    cls = (
+        F.when((s1 == "orphan_ack") | (s2 == "orphan_ack"), "orphan_ack")
+        .when(holds1 & holds2 & (F.col("a_digest") != F.col("b_digest")), "payload_differs")
+        .when((s1 == "acked") & (s2 == "acked") & F.col("a_consumed") & F.col("b_consumed"), "consumed_both")
+        .when(((s1 == "live") & settled2) | ((s2 == "live") & settled1), "acked_one_side")
+        .when(((s1 == "live") & (s2 == "absent")) | ((s2 == "live") & (s1 == "absent")), "one_side_only")
+        .otherwise("in_sync")
+    )
+    side = (
+        F.when(cls == "one_side_only", F.when(s1 == "live", n1).otherwise(n2))
+        .when(cls == "acked_one_side", F.when(s1 == "live", n2).otherwise(n1))
+        .when(cls == "orphan_ack", F.when(F.col("s1") == "orphan_ack", n1).otherwise(n2))
+    )
+    times = [F.col(c) for c in ("a_sent_ms", "a_acked_ms", "b_sent_ms", "b_acked_ms")]
+    return j.select(
+        *KEY,
+        F.coalesce("a_address", "b_address").alias("address"),
+        cls.alias("class"),
+        side.alias("side"),
+        s1.alias("dc1_status"),
+        s2.alias("dc2_status"),
+        F.least(*times).alias("first_ms"),
+        F.greatest(*times).alias("last_ms"),
+        *[F.col(f"{p}_{c}").alias(f"{d}_{c}") for p, d in (("a", "dc1"), ("b", "dc2")) for c in _CARRIED],
+    )
+
+
+_CARRIED = ["consumed", "ack_reason", "digest", "size", "segment", "offset", "message_id", "repaired"]
+
+
+def summarize(classified: DataFrame) -> DataFrame:
+    """Counts per address, class and side."""
+    return classified.groupBy("address", "class", "side").count()
+
+
+def divergence_window(classified: DataFrame) -> DataFrame:
+    """One row: the earliest and latest event time of every reference not in sync."""
+    out = classified.filter(F.col("class") != "in_sync")
+    return out.agg(F.min("first_ms").alias("first_ms"), F.max("last_ms").alias("last_ms"))
+
+
+def timeline(classified: DataFrame, bucket_ms: int) -> DataFrame:
+    """Diverged references per time bucket (of their first event) and class."""
+    bucket = (F.floor(F.col("first_ms") / bucket_ms) * bucket_ms).cast("bigint")
+    out = classified.filter((F.col("class") != "in_sync") & F.col("first_ms").isNotNull())
+    return out.groupBy(bucket.alias("bucket_ms"), "class").count()
+
+
+def unmirrored(records: DataFrame) -> DataFrame:
+    """Recovery-point gap of one side: records still referenced by a store-and-forward queue.
+
+    ``kind`` is ``message`` for a client message not yet mirrored, ``event`` for a control event (an
+    acknowledgement, a queue or address change) not yet mirrored."""
+    sends = records.filter(F.col("event") == "send").select(
+        "message_id", "address", "timestamp_ms", F.explode("queues").alias("queue")
+    )
+    snf_refs = sends.filter(_internal(F.col("queue")))
+    acked = records.filter((F.col("event") == "ack") & _internal(F.col("queue"))).select(
+        "message_id", "queue"
+    )
+    live = snf_refs.join(acked, ["message_id", "queue"], "left_anti")
+    kind = F.when(_internal(F.col("address")), "event").otherwise("message")
+    return live.groupBy(kind.alias("kind")).agg(
+        F.count(F.lit(1)).alias("count"), F.min("timestamp_ms").alias("oldest_ms")
+    )
+
+
+def last_record_ms(records: DataFrame) -> DataFrame:
+    return records.agg(F.max("timestamp_ms").alias("last_ms"), F.count(F.lit(1)).alias("records"))
