@@ -146,6 +146,8 @@ def test_open_names_our_node_and_the_connection(mirrored: tuple[ScriptedServer, 
     assert info == {"connectionName": "DC2", "nodeId": node}
     assert all(type(k) is str and type(v) is str for k, v in info.items()), "string keys and values"
     assert open_["desired_capabilities"] is None, "mirror-only connections desire nothing"
+    assert open_["idle_time_out"] == 60000, "Artemis's default connection TTL"
+    assert open_["max_frame_size"] == 131072
     assert peer.records.sasl[0]["mechanism"] == "ANONYMOUS"
 
 
@@ -216,11 +218,18 @@ def test_runtime_create_delete_and_ack_events(mirrored: tuple[ScriptedServer, Br
     assert is_long(ack.amqp_value) and ack.amqp_value == mr_id, "body: the message id as AMQP long"
 
     start = len(peer.transfers)
-    request(b.url, "destroyQueue", ["created.q"])
+    request(b.url, "destroyQueue", ["created.q"])  # (and, if auto-deleted, its auto-created address)
     delete = pick(new_transfers(peer, start, one_event("deleteQueue"), "the deleteQueue"), "deleteQueue")
     assert_control_event_shape(delete)
     assert (delete.message_annotations[ADR], delete.message_annotations[QU]) == ("created.q", "created.q")
     assert delete.amqp_value == "created.q", "Artemis sends the queue name as the body"
+
+    if "created.q" in request(b.url, "getAddressNames", []):  # not auto-deleted with its last queue
+        request(b.url, "deleteAddress", ["created.q", True])
+    ts = new_transfers(peer, start, one_event("deleteAddress", adr="created.q"), "the deleteAddress")
+    gone = pick(ts, "deleteAddress", adr="created.q")
+    assert_control_event_shape(gone)
+    assert json.loads(gone.amqp_value)["name"] == "created.q", "body: the AddressInfo JSON"
 
 
 def test_replicated_message_bytes_and_delivery_annotations(

@@ -208,6 +208,27 @@ def test_destination_annotation_and_foreign_origin_identity(target: BrokerProces
         wait_until(lambda: depth(target, "d.q") == 0, 3, "the ack naming origin-z to remove it")
 
 
+def test_create_queue_without_add_address_creates_the_address(target: BrokerProcess) -> None:
+    """§2.2: createQueue alone is enough (its JSON says auto-create-address)."""
+    with mirror_source(target, "src-auto") as client:
+        annotations = {"x-opt-amq-mr-adr": "n.addr", "x-opt-amq-mr-qu": "n.q"}
+        deliver(client, control_event(CREATE_QUEUE, annotations, queue_configuration_json("n.q", "n.addr")))
+        assert "n.q" in queue_names(target)
+        deliver(client, replicated("via-auto-address", 1, "n.addr"))
+    assert peek(target, "n.addr", "n.q") == ["via-auto-address"]
+
+
+def test_target_queues_annotation_restricts_routing(target: BrokerProcess) -> None:
+    """§2.3: `x-opt-amq-mr-trg-q` (a list of strings) routes only to the named queues of the address."""
+    with mirror_source(target, "src-trg") as client:
+        create_queue(client, "g.one", "g.addr", "MULTICAST")
+        create_queue(client, "g.two", "g.addr", "MULTICAST")
+        deliver(client, replicated("to-one-only", 1, "g.addr", mr_trg_q=["g.one"]))
+        deliver(client, replicated("to-both", 2, "g.addr"))
+    assert peek(target, "g.addr", "g.one") == ["to-one-only", "to-both"]
+    assert peek(target, "g.addr", "g.two") == ["to-both"]
+
+
 def test_expired_ack_moves_the_message_to_the_expiry_address(target: BrokerProcess) -> None:
     with mirror_source(target, "src-exp") as client:
         create_queue(client, "e.q", "e.addr")
