@@ -458,7 +458,7 @@ def test_every_refusal_of_the_target_is_logged_and_retried(tmp_path: Path) -> No
             assert positions == sorted(positions), "the refusals must be logged in attempt order"
             assert log.count("AMQ111002") >= 4, "each refusal consumes a retry"
             assert len(peer.connections) >= 5, "each refusal tears the connection down"
-            assert all(c.closed for c in peer.connections[:4])
+            peer.records.wait(lambda: all(c.closed for c in peer.connections[:4]), 5, "refused ones closed")
             assert source_status(b)["connected"] is True
         finally:
             b.stop()

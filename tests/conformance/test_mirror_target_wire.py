@@ -270,6 +270,20 @@ def test_unknown_and_string_typed_events_are_accepted_and_ignored(target: Broker
     assert peek(target, "o.addr", "o.q") == ["stays"]
 
 
+def test_credit_is_topped_up_for_a_long_stream(target: BrokerProcess) -> None:
+    """§1.3: 1000 credits, refilled below 300: a source may keep streaming past the first window."""
+    with mirror_source(target, "src-stream") as client:
+        create_queue(client, "c.q", "c.addr")
+        ids = [client.send_nowait(replicated(f"m{i}", i, "c.addr")) for i in range(1, 1201)]
+        last = client.disposition_of(ids[-1], timeout=20)
+        assert last.state == "accepted"
+        dispositions = [f for f in client.frames if f.name == "disposition"]
+        covered = {i for d in dispositions for i in range(int(d["first"]), int(d["last"] or d["first"]) + 1)}
+        assert set(ids) <= covered, "every delivery is settled"
+        assert all(d.state == "accepted" and d["settled"] is True for d in dispositions)
+    assert depth(target, "c.q") == 1200
+
+
 def test_undecodable_deliveries_are_still_accepted(target: BrokerProcess) -> None:
     """§2.5: processing errors never turn into Rejected (an Artemis source would drop the event)."""
     with mirror_source(target, "src-bad") as client:
