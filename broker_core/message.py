@@ -69,12 +69,35 @@ def sections(payload: bytes) -> list[tuple[int, int, int]]:
     while pos < n:
         if payload[pos] != 0x00:
             raise DecodeError(f"message section at offset {pos} is not a described value")
-        descriptor, vpos = decode_value(payload, pos + 1)
-        code = _SYMBOLIC.get(descriptor, -1) if isinstance(descriptor, str) else descriptor
+        if payload[pos + 1 : pos + 2] == b"\x53":  # the usual small-ulong descriptor: no decoding needed
+            code, vpos = payload[pos + 2] if pos + 2 < n else -1, pos + 3
+        else:
+            descriptor, vpos = decode_value(payload, pos + 1)
+            code = _SYMBOLIC.get(descriptor, -1) if isinstance(descriptor, str) else descriptor
         end = skip_value(payload, vpos)
         out.append((code, pos, end))
         pos = end
     return out
+
+
+def list_field(payload: bytes, start: int, index: int) -> Any:
+    """Field `index` of the described list section at `start`, skipping (not building) the others."""
+    _, pos = decode_value(payload, start + 1)
+    code = payload[pos]
+    if code == 0x45:
+        return None
+    if code == 0xC0:
+        count, pos = payload[pos + 2], pos + 3
+    elif code == 0xD0:
+        count = int.from_bytes(payload[pos + 5 : pos + 9], "big")
+        pos += 9
+    else:
+        raise DecodeError(f"section at {start} is not a list")
+    if index >= count:
+        return None
+    for _ in range(index):
+        pos = skip_value(payload, pos)
+    return decode_value(payload, pos)[0]
 
 
 def _section_value(payload: bytes, start: int) -> Any:
@@ -129,17 +152,23 @@ class MessageView:
                 return value if isinstance(value, dict) else {}
         return {}
 
+    def _property(self, index: int) -> Any:
+        if self._props is not None:
+            return self._props[index] if len(self._props) > index else None
+        for code, start, _ in self.all_sections():
+            if code == PROPERTIES:
+                return list_field(self.payload, start, index)
+        return None
+
     @property
     def to(self) -> str | None:
-        props = self.properties()
-        value = props[2] if len(props) > 2 else None
+        value = self._property(2)
         return value if isinstance(value, str) else None
 
     @property
     def absolute_expiry_time(self) -> int:
-        props = self.properties()
-        value = props[8] if len(props) > 8 else None
-        return int(value) if isinstance(value, int) else 0
+        value = self._property(8)
+        return int(value) if isinstance(value, int) and not isinstance(value, bool) else 0
 
     def with_header(self, header: Header) -> bytes:
         """The message with its header section replaced (or added)."""

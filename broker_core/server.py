@@ -86,6 +86,7 @@ class Server:
         self._next_address_id = 1
         self._pending_records: list[Any] = []
         self._pending_callbacks: list[Callable[[], None]] = []
+        self._pending_meta: dict[str, bytes] = {}
         self._settings_cache: dict[str, AddressSettings] = {}
         self._flush_scheduler: Callable[[], None] | None = None
         self._flush_scheduled = False
@@ -239,6 +240,9 @@ class Server:
     def flush_pending(self) -> None:
         """Hand the batch to the journal: one group commit covers everything since the last one."""
         self._flush_scheduled = False
+        if self._pending_meta:
+            self._pending_records.extend(records.MetaRecord(k, v) for k, v in self._pending_meta.items())
+            self._pending_meta.clear()
         recs, cbs = self._pending_records, self._pending_callbacks
         if not recs and not cbs:
             return
@@ -538,9 +542,15 @@ class Server:
         queue.enqueue(MessageRef(msg, queue))
         return msg
 
-    def set_meta(self, key: str, value: bytes) -> None:
+    def set_meta(self, key: str, value: bytes, coalesce: bool = False) -> None:
+        """Persist a small fact; `coalesce` keeps only the last value per key in each journal batch."""
         self.meta[key] = value
-        if self.config.persistence_enabled:
+        if not self.config.persistence_enabled:
+            return
+        if coalesce:
+            self._pending_meta[key] = value
+            self._schedule_flush()
+        else:
             self.persist(records.MetaRecord(key, value))
 
     def find_ref(self, queue: Queue, origin: str, message_id: int) -> MessageRef | None:

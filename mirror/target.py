@@ -92,6 +92,10 @@ class MirrorTarget:
         self._marks: dict[str, int] = {
             k[len(DEDUP_PREFIX) :]: int(v) for k, v in server.meta.items() if k.startswith(DEDUP_PREFIX) and v
         }
+        for msg in server.identity.values():
+            if msg.via_mirror and msg.origin_broker_id and msg.origin_message_id is not None:
+                mark = self._marks.get(msg.origin_broker_id, 0)
+                self._marks[msg.origin_broker_id] = max(mark, msg.origin_message_id)
 
     def status(self) -> dict[str, Any]:
         return {**self.stats, **self.retries.stats, "pendingAckRetries": len(self.retries.tries)}
@@ -131,7 +135,9 @@ class MirrorTarget:
             return False
         self._marks[origin] = m.mr_id
         srv = self.server
-        srv.set_meta(DEDUP_PREFIX + origin, str(m.mr_id).encode())
+        # One watermark record per origin per journal batch; recovery also takes the highest origin id of
+        # the live messages, which covers a batch torn between its messages and this record.
+        srv.set_meta(DEDUP_PREFIX + origin, str(m.mr_id).encode(), coalesce=True)
         address = m.address
         if address is None:
             log.warning("mirror from %s: message %d has no address; dropped", remote_id, m.mr_id)

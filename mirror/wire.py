@@ -27,6 +27,7 @@ from broker_core.message import (
     MESSAGE_ANNOTATIONS,
     PROPERTIES,
     Header,
+    list_field,
     sections,
 )
 
@@ -339,11 +340,11 @@ def _amqp_value(payload: bytes, parts: list[tuple[int, int, int]]) -> Any:
 
 
 def _properties_to(payload: bytes, parts: list[tuple[int, int, int]]) -> str | None:
-    present, value = _section_value(payload, parts, PROPERTIES)
-    if not present or not isinstance(value, list) or len(value) < 3:
-        return None
-    to = value[2]
-    return str(to) if isinstance(to, str) else None
+    for code, start, _ in parts:
+        if code == PROPERTIES:
+            to = list_field(payload, start, 2)  # skips the other fields instead of decoding them
+            return str(to) if isinstance(to, str) else None
+    return None
 
 
 def _opt_str(annotations: dict[Any, Any], key: Symbol) -> str | None:

@@ -1,0 +1,167 @@
+"""Mirroring cost, lag and catch-up, measured against the same broker without mirroring, in one run.
+
+    .venv/bin/python bench/mirror_bench.py --count 20000 --rate 1000 --repeat 3
+
+1. throughput of durable 1 KiB sends (rhea sender and receiver on DC1) with DC1<->DC2 dual mirroring,
+   as a ratio of a single broker with no mirror (floor 0.6);
+2. mirror lag at a fixed rate: rhea sends to DC1, a rhea receiver on DC2 measures now - sent_at
+   (end to end: DC1 journal, store-and-forward, link, DC2 journal, DC2 delivery) (floor p99 < 50 ms);
+3. catch-up: the mirror link is stopped, `--outage` messages are produced, the link is started again;
+   events drained per second as a ratio of the produce rate (floor 2x).
+Broker CPU per message is DC1's own accounting. Every broker is a separate process on loopback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bench.load import rhea_throughput  # noqa: E402
+from bench.targets import Endpoint  # noqa: E402
+from connections.cli import request  # noqa: E402
+from tests.peers.ports import free_port, wait_until  # noqa: E402
+from tests.peers.rhea import Rhea  # noqa: E402
+from tests.support.broker import BrokerProcess  # noqa: E402
+
+SETTINGS = """<address-setting match="#">
+  <default-address-routing-type>ANYCAST</default-address-routing-type>
+  <default-queue-routing-type>ANYCAST</default-queue-routing-type>
+</address-setting>"""
+
+
+def mirror_xml(name: str, port: int) -> str:
+    return (
+        f'<broker-connections><amqp-connection uri="tcp://127.0.0.1:{port}" name="{name}" retry-interval="100">'
+        "<mirror/></amqp-connection></broker-connections>"
+    )
+
+
+def start(home: Path, name: str, port: int, mirror_to: tuple[str, int] | None) -> BrokerProcess:
+    kwargs = {"address_settings": SETTINGS, "extra": mirror_xml(*mirror_to) if mirror_to else ""}
+    b = BrokerProcess(home / name, name=name, port=port, xml_kwargs=kwargs)
+    b.start()
+    return b
+
+
+def endpoint(b: BrokerProcess, prefix: str) -> Endpoint:
+    n = [0]
+
+    def address(durable: bool) -> str:
+        n[0] += 1
+        return f"{prefix}-{n[0]}"
+
+    assert b.proc is not None
+    return Endpoint(b.name, b.url, b.proc.pid, address)
+
+
+def pending(b: BrokerProcess) -> int:
+    return sum(int(s["pendingEvents"]) for s in request(b.url, "getMirrorStatus", [])["sources"])
+
+
+def median_range(values: list[float]) -> str:
+    return f"{statistics.median(values):8.1f} ({min(values):.1f}-{max(values):.1f})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--count", type=int, default=20000)
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--rate", type=float, default=1000)
+    parser.add_argument("--latency-count", type=int, default=5000)
+    parser.add_argument("--outage", type=int, default=20000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="mirror-bench-") as tmp:
+        home = Path(tmp)
+        solo = start(home, "solo", free_port(), None)
+        p1, p2 = free_port(), free_port()
+        dc2 = start(home, "dc2", p2, ("DC1", p1))
+        dc1 = start(home, "dc1", p1, ("DC2", p2))
+        wait_until(lambda: "AMQ111003" in dc1.log() and "AMQ111003" in dc2.log(), 30, "mirrors up")
+        try:
+            plain, mirrored, cpu_plain, cpu_mirrored = [], [], [], []
+            for i in range(args.repeat):
+                r = rhea_throughput(endpoint(solo, f"solo{i}"), args.count, args.size, True)
+                plain.append(r.msgs_per_s)
+                cpu_plain.append(r.broker_us_per_msg or 0.0)
+                r = rhea_throughput(endpoint(dc1, f"dual{i}"), args.count, args.size, True)
+                mirrored.append(r.msgs_per_s)
+                cpu_mirrored.append(r.broker_us_per_msg or 0.0)
+                wait_until(lambda: pending(dc1) == 0 and pending(dc2) == 0, 120, "mirrors to drain")
+            ratio = [m / p for m, p in zip(mirrored, plain, strict=True)]
+            print(
+                f"durable {args.size} B, {args.count} msgs, 1 sender + 1 receiver (rhea), {args.repeat} runs"
+            )
+            print(
+                f"  no mirror          msgs/s {median_range(plain)}   DC1 CPU us/msg {median_range(cpu_plain)}"
+            )
+            print(
+                f"  dual mirror        msgs/s {median_range(mirrored)}   DC1 CPU us/msg {median_range(cpu_mirrored)}"
+            )
+            print(f"  ratio mirrored/plain      {median_range([x * 100 for x in ratio])} %   (floor 60 %)")
+
+            lags = []
+            for i in range(args.repeat):
+                lags.append(cross_latency(dc1, dc2, f"lag{i}", args.latency_count, args.size, args.rate))
+            print(f"mirror lag DC1 -> DC2 consumer at {args.rate:.0f} msgs/s ({args.latency_count} msgs/run)")
+            print(
+                f"  p50 ms {median_range([x[0] for x in lags])}   p99 ms {median_range([x[1] for x in lags])}"
+                "   (floor p99 < 50 ms)"
+            )
+
+            ratios = [catch_up(dc1, f"outage{i}", args.outage, args.size) for i in range(args.repeat)]
+            print(f"catch-up after an outage of {args.outage} durable sends")
+            print(f"  drain rate / produce rate {median_range(ratios)} x   (floor 2x)")
+        finally:
+            for b in (dc1, dc2, solo):
+                b.stop()
+
+
+def cross_latency(
+    dc1: BrokerProcess, dc2: BrokerProcess, address: str, count: int, size: int, rate: float
+) -> tuple[float, float]:
+    rhea = Rhea()
+    with tempfile.TemporaryDirectory() as ready:
+        receiver = rhea.start_receive(dc2.url, address, count, ready_file=Path(ready) / "r", timeout=600)
+        receiver.wait_ready()
+        wait_until(lambda: _has_queue(dc1, address), 10, "the queue to be mirrored to DC1")
+        sent = rhea.start_send(dc1.url, address, count, size=size, durable=True, rate=rate).result(
+            timeout=600
+        )
+        assert sent["accepted"] == count, sent
+        result = receiver.result(timeout=600)
+    lat = result["latency_ms"]
+    return float(lat["p50"]), float(lat["p99"])
+
+
+def _has_queue(b: BrokerProcess, name: str) -> bool:
+    return name in request(b.url, "getQueueNames", [])
+
+
+def catch_up(dc1: BrokerProcess, address: str, count: int, size: int) -> float:
+    request(dc1.url, "stopBrokerConnection", ["DC2"])
+    t0 = time.monotonic()
+    result = Rhea().send(dc1.url, address, count, size=size, durable=True)
+    produce_s = time.monotonic() - t0
+    assert result["accepted"] == count, result
+    backlog = pending(dc1)
+    t1 = time.monotonic()
+    request(dc1.url, "startBrokerConnection", ["DC2"])
+    wait_until(lambda: pending(dc1) == 0, 600, "the backlog to drain")
+    drain_s = time.monotonic() - t1
+    return (backlog / drain_s) / (count / produce_s)
+
+
+if __name__ == "__main__":
+    main()
