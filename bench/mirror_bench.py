@@ -38,10 +38,8 @@ SETTINGS = """<address-setting match="#">
 
 
 def mirror_xml(name: str, port: int) -> str:
-    return (
-        f'<broker-connections><amqp-connection uri="tcp://127.0.0.1:{port}" name="{name}" retry-interval="100">'
-        "<mirror/></amqp-connection></broker-connections>"
-    )
+    attrs = f'uri="tcp://127.0.0.1:{port}" name="{name}" retry-interval="100"'
+    return f"<broker-connections><amqp-connection {attrs}><mirror/></amqp-connection></broker-connections>"
 
 
 def start(home: Path, name: str, port: int, mirror_to: tuple[str, int] | None) -> BrokerProcess:
@@ -103,11 +101,9 @@ def main() -> None:
             print(
                 f"durable {args.size} B, {args.count} msgs, 1 sender + 1 receiver (rhea), {args.repeat} runs"
             )
+            print(f"  no mirror    msgs/s {median_range(plain)}   DC1 CPU us/msg {median_range(cpu_plain)}")
             print(
-                f"  no mirror          msgs/s {median_range(plain)}   DC1 CPU us/msg {median_range(cpu_plain)}"
-            )
-            print(
-                f"  dual mirror        msgs/s {median_range(mirrored)}   DC1 CPU us/msg {median_range(cpu_mirrored)}"
+                f"  dual mirror  msgs/s {median_range(mirrored)}   DC1 CPU us/msg {median_range(cpu_mirrored)}"
             )
             print(f"  ratio mirrored/plain      {median_range([x * 100 for x in ratio])} %   (floor 60 %)")
 
