@@ -102,9 +102,8 @@ def main() -> None:
                 f"durable {args.size} B, {args.count} msgs, 1 sender + 1 receiver (rhea), {args.repeat} runs"
             )
             print(f"  no mirror    msgs/s {median_range(plain)}   DC1 CPU us/msg {median_range(cpu_plain)}")
-            print(
-                f"  dual mirror  msgs/s {median_range(mirrored)}   DC1 CPU us/msg {median_range(cpu_mirrored)}"
-            )
+            cpu_m = median_range(cpu_mirrored)
+            print(f"  dual mirror  msgs/s {median_range(mirrored)}   DC1 CPU us/msg {cpu_m}")
             print(f"  ratio mirrored/plain      {median_range([x * 100 for x in ratio])} %   (floor 60 %)")
 
             lags = []
