@@ -13,6 +13,8 @@ from typing import Any
 from .transforms import CLASSES
 
 MAX_ADDRESS_LINES = 12  # keeps the console summary on one screen
+SHORT = {"in_sync": "sync", "one_side_only": "only", "acked_one_side": "acked", "consumed_both": "twice",
+         "payload_differs": "differs", "orphan_ack": "orphan"}  # fmt: skip
 
 
 def _time(ms: int | None) -> str:
@@ -47,10 +49,15 @@ def console_summary(result: dict[str, Any]) -> str:
     table = _pivot(result)
     cols = _columns(table)
     width = max([len(a) for a in table] + [7])
-    lines.append("  " + "address".ljust(width) + "".join(f" {c:>22}" for c in cols))
+    heads = [SHORT[c.split("@")[0]] + ("@" + c.split("@")[1] if "@" in c else "") for c in cols]
+    widths = [max(len(h), 6) for h in heads]
+    lines.append(
+        "  " + "address".ljust(width) + "".join(f" {h:>{w}}" for h, w in zip(heads, widths, strict=True))
+    )
     for address in sorted(table)[:MAX_ADDRESS_LINES]:
         cells = table[address]
-        lines.append("  " + address.ljust(width) + "".join(f" {cells.get(c, 0):>22}" for c in cols))
+        values = [f" {cells.get(c, 0):>{w}}" for c, w in zip(cols, widths, strict=True)]
+        lines.append("  " + address.ljust(width) + "".join(values))
     if len(table) > MAX_ADDRESS_LINES:
         lines.append(f"  ... {len(table) - MAX_ADDRESS_LINES} more addresses in the HTML/JSON report")
     window = result["window"]

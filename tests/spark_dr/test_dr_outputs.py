@@ -1,0 +1,132 @@
+"""Reader, export, report, plan and Pushgateway output without Spark (real journal written by Journal)."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from proton import Message
+
+from broker_core.journal import Journal, load_or_create_node_id
+from broker_core.journal.records import ANYCAST, MessageAcked, MessageAdded, QueueAdded
+from spark_dr.identity import REPAIR_ANNOTATION, payload_digest, repair_origin
+from spark_dr.plan import build_plan
+from spark_dr.pushgateway import exposition, write_and_push
+from spark_dr.repair import read_payload
+from spark_dr.report import console_summary, html_report
+from spark_dr.rows import COLUMN_NAMES, journal_rows
+
+
+def encoded(body: str, origin: str | None = None) -> bytes:
+    msg = Message(body=body, durable=True, properties={"k": 1})
+    if origin:
+        msg.annotations = {REPAIR_ANNOTATION: origin}
+    return bytes(msg.encode())
+
+
+def test_rows_resolve_queues_identities_digests_and_positions(tmp_path: Path) -> None:
+    node = load_or_create_node_id(tmp_path)
+    with Journal(tmp_path, fsync=False) as j:
+        j.open()
+        j.append(QueueAdded(7, "orders", "orders", ANYCAST))
+        j.append(MessageAdded(1, "orders", (7,), encoded("a"), timestamp_ms=5))
+        j.append(MessageAdded(2, "orders", (7,), encoded("b"), origin_broker_id="peer", origin_message_id=9,
+                              via_mirror=True))  # fmt: skip
+        j.append(MessageAdded(3, "orders", (7,), encoded("c", origin="peer:40")))
+        j.append(MessageAcked(7, 1, reason=1, via_mirror=True, timestamp_ms=6))
+        j.flush()
+    rows = [dict(zip(COLUMN_NAMES, r, strict=True)) for r in journal_rows(tmp_path)]
+    sends = [r for r in rows if r["event"] == "send"]
+    assert [(r["identity_broker"], r["identity_id"], r["repaired"]) for r in sends] == [
+        (node, 1, False), ("peer", 9, False), ("peer", 40, True)]  # fmt: skip
+    assert sends[0]["queues"] == ["orders"] and sends[0]["digest"] == payload_digest(encoded("a"))
+    # the repair annotation is not part of the bare message: same digest as the original
+    assert payload_digest(encoded("c", origin="peer:40")) == payload_digest(encoded("c"))
+    ack = next(r for r in rows if r["event"] == "ack")
+    assert (ack["queue"], ack["message_id"], ack["ack_reason"], ack["via_mirror"]) == ("orders", 1, 1, True)
+    body = read_payload(tmp_path, sends[2]["segment"], sends[2]["offset"])
+    assert repair_origin(body) == ("peer", 40)
+
+
+def test_parquet_export_has_one_row_per_record(tmp_path: Path) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    from spark_dr.export import export_journal
+
+    load_or_create_node_id(tmp_path / "j")
+    with Journal(tmp_path / "j", fsync=False) as j:
+        j.open()
+        j.append(QueueAdded(1, "q", "q", ANYCAST))
+        for i in range(1, 6):
+            j.append(MessageAdded(i, "q", (1,), encoded(str(i))))
+        j.flush()
+    stats = export_journal(tmp_path / "j", tmp_path / "out.parquet")
+    table = pq.read_table(tmp_path / "out.parquet")
+    assert stats["records"] == table.num_rows == 6
+    assert table.column("event").to_pylist() == ["queue_create"] + ["send"] * 5
+
+
+def result() -> dict[str, Any]:
+    diverged = [
+        {"identity_broker": "n1", "identity_id": 3, "queue": "q", "address": "q", "class": "one_side_only",
+         "side": "DC1", "dc1_status": "live", "dc2_status": "absent", "first_ms": 1000, "last_ms": 1000,
+         "dc1_digest": "d", "dc1_size": 5, "dc1_segment": 1, "dc1_offset": 32, "dc2_digest": None,
+         "dc2_size": None, "dc2_segment": None, "dc2_offset": None},
+    ]  # fmt: skip
+    return {
+        "generated_at_ms": 1_700_000_000_000, "seconds": 1.5, "names": ["DC1", "DC2"], "survivor": "DC2",
+        "failed": "DC1", "counts": {"in_sync": 4, "one_side_only": 1, "acked_one_side": 0, "consumed_both": 0,
+                                    "payload_differs": 0, "orphan_ack": 0},
+        "total": 5, "by_address": [{"address": "q", "class": "in_sync", "side": None, "count": 4},
+                                   {"address": "q", "class": "one_side_only", "side": "DC1", "count": 1}],
+        "window": {"first_ms": 1000, "last_ms": 1000},
+        "timeline": [{"bucket_ms": 1000, "class": "one_side_only", "count": 1}],
+        "sides": {n: {"node_id": f"{n}-node-id", "path": f"/data/{n}", "records": 9, "last_ms": 2000,
+                      "unmirrored_messages": 1, "unmirrored_events": 2, "oldest_unmirrored_ms": 1000,
+                      "recovery_point_gap_ms": 1000} for n in ("DC1", "DC2")},
+        "survivor_in_sync": False, "diverged": diverged,
+    }  # fmt: skip
+
+
+def test_console_summary_fits_one_screen_and_html_embeds_the_plot() -> None:
+    text = console_summary(result())
+    assert len(text.splitlines()) <= 24 and max(map(len, text.splitlines())) <= 160
+    assert "only@DC1" in text and "NEEDS REPAIR" in text and "recovery-point gap 1.000 s" in text
+    page = html_report(result())
+    assert "data:image/png;base64," in page and "<td>one_side_only</td>" in page
+
+
+def test_plan_resends_from_the_failed_side_journal() -> None:
+    plan = build_plan(result())
+    assert plan["resend"] == [{"identity": "n1:3", "address": "q", "queue": "q", "digest": "d", "size": 5,
+                               "side": "DC1", "segment": 1, "offset": 32}]  # fmt: skip
+    assert plan["acks"] == [] and plan["journals"]["DC1"] == "/data/DC1"
+
+
+def test_pushgateway_text_is_written_and_put(tmp_path: Path) -> None:
+    seen: list[tuple[str, str, bytes]] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_PUT(self) -> None:
+            seen.append((self.command, self.path, self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.handle_request)
+    thread.start()
+    try:
+        text = write_and_push(result(), tmp_path / "m.prom", f"http://127.0.0.1:{server.server_port}")
+    finally:
+        thread.join(10)
+        server.server_close()
+    assert (tmp_path / "m.prom").read_text() == text == exposition(result())
+    assert seen == [("PUT", "/metrics/job/amqp_mirror_dr", text.encode())]
+    assert 'amqp_mirror_dr_references{class="one_side_only"} 1' in text
+    assert "amqp_mirror_dr_last_run_timestamp_seconds 1700000000.000" in text
+    assert "amqp_mirror_dr_survivor_in_sync 0" in text

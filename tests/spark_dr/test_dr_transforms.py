@@ -1,0 +1,147 @@
+"""The reconciliation transforms on small inline journals, checked with pyspark.testing on real output."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from spark_dr import transforms as T
+from spark_dr.rows import COLUMN_NAMES, SCHEMA_DDL
+
+N1, N2 = "node-one", "node-two"
+SNF = "$ACTIVEMQ_ARTEMIS_MIRROR_DC2"
+
+
+def rec(node: str, event: str, **kw: Any) -> tuple[Any, ...]:
+    row = dict.fromkeys(COLUMN_NAMES)
+    row.update(node_id=node, event=event, segment=1, offset=kw.pop("offset", 0), **kw)
+    return tuple(row[c] for c in COLUMN_NAMES)
+
+
+def send(node: str, mid: int, queue: str = "q", origin: tuple[str, int] | None = None, digest: str = "d",
+         ts: int = 1000, queues: list[str] | None = None) -> tuple[Any, ...]:  # fmt: skip
+    ident = origin or (node, mid)
+    return rec(node, "send", message_id=mid, identity_broker=ident[0], identity_id=ident[1], address=queue,
+               queues=queues or [queue], digest=digest, size=10, timestamp_ms=ts,
+               via_mirror=origin is not None, repaired=False)  # fmt: skip
+
+
+def ack(
+    node: str, mid: int, queue: str = "q", reason: int = 0, via_mirror: bool = False, ts: int = 2000
+) -> Any:
+    return rec(node, "ack", message_id=mid, queue=queue, address=queue, ack_reason=reason,
+               via_mirror=via_mirror, timestamp_ms=ts)  # fmt: skip
+
+
+def frame(spark: Any, rows: list[tuple[Any, ...]]) -> Any:
+    return spark.createDataFrame(rows, SCHEMA_DDL)
+
+
+def classes(spark: Any, dc1: list[tuple[Any, ...]], dc2: list[tuple[Any, ...]], **kw: Any) -> Any:
+    c = T.classify(T.side_state(frame(spark, dc1)), T.side_state(frame(spark, dc2)), node1=N1, node2=N2, **kw)
+    return c.select("identity_broker", "identity_id", "queue", "class", "side", "dc1_status", "dc2_status")
+
+
+def test_every_class_from_one_pair_of_journals(spark: Any) -> None:
+    from pyspark.testing import assertDataFrameEqual
+
+    dc1 = [
+        send(N1, 1), ack(N1, 1),  # consumed on DC1, ack mirrored
+        send(N1, 2), ack(N1, 2),  # consumed on DC1 ...
+        send(N1, 3),  # not mirrored before the failover
+        send(N1, 4), ack(N1, 4),  # delivered on both sides
+        send(N1, 5, digest="x"),  # differs
+        ack(N1, 99),  # an ack for a message this journal does not hold
+        send(N1, 6), ack(N1, 6),  # consumed before it was mirrored
+        send(N1, 7, queues=["q", SNF]),  # SNF refs are not messages
+    ]  # fmt: skip
+    dc2 = [
+        send(N2, 11, origin=(N1, 1)), ack(N2, 11, via_mirror=True),
+        send(N2, 12, origin=(N1, 2)),  # ... but the ack never arrived
+        send(N2, 14, origin=(N1, 4)), ack(N2, 14),
+        send(N2, 15, origin=(N1, 5)),
+        send(N2, 16),  # DC2's own, unmirrored
+        send(N2, 17, origin=(N1, 7)),
+    ]  # fmt: skip
+    expected = spark.createDataFrame(
+        [
+            (N1, 1, "q", "in_sync", None, "acked", "acked"),
+            (N1, 2, "q", "acked_one_side", "DC1", "acked", "live"),
+            (N1, 3, "q", "one_side_only", "DC1", "live", "absent"),
+            (N1, 4, "q", "consumed_both", None, "acked", "acked"),
+            (N1, 5, "q", "payload_differs", None, "live", "live"),
+            (N1, 99, "q", "orphan_ack", "DC1", "orphan_ack", "absent"),
+            (N1, 6, "q", "in_sync", None, "acked", "absent"),
+            (N1, 7, "q", "in_sync", None, "live", "live"),
+            (N2, 16, "q", "one_side_only", "DC2", "absent", "live"),
+        ],
+        "identity_broker string, identity_id bigint, queue string, class string, side string,"
+        " dc1_status string, dc2_status string",
+    )
+    assertDataFrameEqual(classes(spark, dc1, dc2), expected)
+
+
+def test_compacted_messages_count_as_settled_not_missing(spark: Any) -> None:
+    """Compaction drops settled messages: the origin's own ids and ids under the dedup mark were there."""
+    from pyspark.testing import assertDataFrameEqual
+
+    dc1 = [send(N1, 8)]  # DC1 still holds 8; DC2 received it (mark 9) and compacted it away
+    dc2 = [send(N2, 20, origin=(N1, 10)), send(N2, 21)]  # DC1 produced 10 but has no record: settled
+    got = classes(spark, dc1, dc2, marks2={N1: 9})
+    expected = spark.createDataFrame(
+        [
+            (N1, 8, "q", "acked_one_side", "DC2", "live", "gone"),
+            (N1, 10, "q", "acked_one_side", "DC1", "gone", "live"),
+            (N2, 21, "q", "one_side_only", "DC2", "absent", "live"),
+        ],
+        got.schema,
+    )
+    assertDataFrameEqual(got, expected)
+
+
+def test_multicast_references_are_classified_per_queue(spark: Any) -> None:
+    from pyspark.testing import assertDataFrameEqual
+
+    dc1 = [send(N1, 1, queues=["a", "b"]), ack(N1, 1, "a")]
+    dc2 = [send(N2, 5, origin=(N1, 1), queues=["a", "b"]), ack(N2, 5, "a", via_mirror=True), ack(N2, 5, "b")]
+    got = classes(spark, dc1, dc2).select("queue", "class", "side")
+    assertDataFrameEqual(got, spark.createDataFrame([("a", "in_sync", None), ("b", "acked_one_side", "DC2")],
+                                                    got.schema))  # fmt: skip
+
+
+def test_recovery_point_gap_and_dedup_marks(spark: Any) -> None:
+    from pyspark.testing import assertDataFrameEqual
+
+    rows = [
+        send(N1, 1, queues=["q", SNF], ts=100), ack(N1, 1, SNF),  # mirrored
+        send(N1, 2, queues=["q", SNF], ts=200),  # not yet
+        rec(N1, "send", message_id=3, address=SNF, queues=[SNF], timestamp_ms=300),  # a pending event
+        rec(N1, "meta", meta_key="mirror.dedup.node-two", meta_value="41", offset=1),
+        rec(N1, "meta", meta_key="mirror.dedup.node-two", meta_value="42", offset=2),
+    ]  # fmt: skip
+    records = frame(spark, rows)
+    gap = T.unmirrored(records)
+    assertDataFrameEqual(gap, spark.createDataFrame([("message", 1, 200), ("event", 1, 300)], gap.schema))
+    marks = T.dedup_marks(records)
+    assertDataFrameEqual(marks, spark.createDataFrame([("node-two", 42)], marks.schema))
+
+
+@pytest.mark.parametrize("bucket", [1000, 500])
+def test_summary_window_and_timeline(spark: Any, bucket: int) -> None:
+    from pyspark.testing import assertDataFrameEqual
+
+    dc1 = [send(N1, 1, ts=1000), send(N1, 2, ts=1600), send(N1, 3, ts=2100), ack(N1, 3, ts=2500)]
+    dc2 = [send(N2, 9, origin=(N1, 3), ts=2200)]
+    c = T.classify(T.side_state(frame(spark, dc1)), T.side_state(frame(spark, dc2)), node1=N1, node2=N2)
+    summary = T.summarize(c)
+    assertDataFrameEqual(summary, spark.createDataFrame(
+        [("q", "one_side_only", "DC1", 2), ("q", "acked_one_side", "DC1", 1)], summary.schema))  # fmt: skip
+    window = T.divergence_window(c)
+    assertDataFrameEqual(window, spark.createDataFrame([(1000, 2500)], window.schema))
+    tl = T.timeline(c, bucket)
+    want = {
+        1000: [(1000, "one_side_only", 2), (2000, "acked_one_side", 1)],
+        500: [(1000, "one_side_only", 1), (1500, "one_side_only", 1), (2000, "acked_one_side", 1)],
+    }
+    assertDataFrameEqual(tl, spark.createDataFrame(want[bucket], tl.schema))  # fmt: skip
