@@ -33,6 +33,9 @@ from .security.authorization import Authorizer, Permission, SecuritySettings
 ANYCAST = "ANYCAST"
 MULTICAST = "MULTICAST"
 
+# server.mirror_context while the broker does something no mirror may copy (e.g. an expiry move).
+NO_MIRROR = "no-mirror"
+
 # Ack reasons, as the Artemis mirror numbers them.
 ACK_NORMAL, ACK_KILLED, ACK_EXPIRED, ACK_REPLACED = 0, 1, 2, 3
 
@@ -44,6 +47,7 @@ class Address:
     id: int = 0
     auto_created: bool = False
     internal: bool = False
+    temporary: bool = False  # made for a temporary (dynamic) queue: never journalled nor mirrored
     queues: list[Queue] = field(default_factory=list)
     anycast_rr: int = 0
     routed: int = 0
@@ -273,7 +277,13 @@ class Server:
     # -------------------------------------------------------------------------- addresses and queues
 
     def ensure_address(
-        self, name: str, routing_types: set[str], *, auto_created: bool = True, internal: bool = False
+        self,
+        name: str,
+        routing_types: set[str],
+        *,
+        auto_created: bool = True,
+        internal: bool = False,
+        temporary: bool = False,
     ) -> Address:
         addr = self.addresses.get(name)
         if addr is not None:
@@ -282,7 +292,12 @@ class Server:
                 self._persist_address(addr)
             return addr
         addr = Address(
-            name, set(routing_types), id=self._next_address_id, auto_created=auto_created, internal=internal
+            name,
+            set(routing_types),
+            id=self._next_address_id,
+            auto_created=auto_created,
+            internal=internal,
+            temporary=temporary,
         )
         self._next_address_id += 1
         self.addresses[name] = addr
@@ -293,6 +308,8 @@ class Server:
         return addr
 
     def _persist_address(self, addr: Address) -> None:
+        if addr.temporary:
+            return
         self.persist(
             records.AddressAdded(
                 addr.id, addr.name, frozenset(addr.routing_types), addr.auto_created, addr.internal
@@ -315,7 +332,9 @@ class Server:
     ) -> Queue:
         if name in self.queues:
             raise BrokerError("amqp:resource-locked", f"queue {name!r} already exists")
-        addr = self.ensure_address(address, {routing_type}, auto_created=auto_created, internal=internal)
+        addr = self.ensure_address(
+            address, {routing_type}, auto_created=auto_created, internal=internal, temporary=temporary
+        )
         q = Queue(
             self._next_queue_id,
             name,
@@ -398,7 +417,8 @@ class Server:
         for q in list(addr.queues):
             self.delete_queue(q.name)
         self.addresses.pop(name, None)
-        self.persist(records.AddressRemoved(addr.id))
+        if not addr.temporary:
+            self.persist(records.AddressRemoved(addr.id))
         for o in self.observers:
             o.address_removed(addr)
 
@@ -641,7 +661,15 @@ class Server:
             view = MessageView(msg.payload)
             # the copy must not expire again on arrival
             payload = msg.payload if reason != ACK_EXPIRED else view.with_header(_no_ttl(view))
-            self.route(target, payload, MessageView(payload))
+            # Each side expires its own copy (the mirror sends only the ack with reason EXPIRED), as
+            # Artemis does; a dead-letter copy is an ordinary routing and is mirrored.
+            outer = self.mirror_context
+            if reason == ACK_EXPIRED:
+                self.mirror_context = NO_MIRROR
+            try:
+                self.route(target, payload, MessageView(payload))
+            finally:
+                self.mirror_context = outer
         else:
             self.log.warning(
                 "message %d on queue %s dropped: no %s address with a queue (configured: %s)",

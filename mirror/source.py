@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker_core.amqp.performatives import Accepted, Rejected
 from broker_core.queues import MessageRef, Queue, StoredMessage
-from broker_core.server import ACK_REPLACED, ANYCAST, Address, Observer
+from broker_core.server import ACK_REPLACED, ANYCAST, NO_MIRROR, Address, Observer
 from connections.policies import ConnectError, LinkRole
 from filters.address_filter import AddressFilter
 
@@ -163,7 +163,7 @@ class MirrorSource(Observer):
         ctx = self.server.mirror_context
         if ctx is None:
             return False
-        if ctx == ACK_RETRY_CONTEXT:
+        if ctx in (ACK_RETRY_CONTEXT, NO_MIRROR):
             return True
         remote = self.remote_id
         return remote is None or ctx == remote
@@ -193,6 +193,7 @@ class MirrorSource(Observer):
             not self.settings.queue_creation
             or self.server.mirror_context is not None
             or address.internal
+            or address.temporary
             or self._excluded(address.name)
         ):
             return
@@ -203,6 +204,7 @@ class MirrorSource(Observer):
             not self.settings.queue_removal
             or self._from_remote()
             or address.internal
+            or address.temporary
             or self._excluded(address.name)
         ):
             return

@@ -75,6 +75,36 @@ class AckRetries:
         self.server.set_meta(key, b"")  # an empty value deletes the key at recovery
 
 
+class RecentIds:
+    """Which ids of one origin were applied: an exact window of the latest, and a floor below it.
+
+    Ids usually arrive in increasing order, but an Artemis source numbers a message when it is sent and
+    queues it for the mirror at commit, so a transaction can deliver an older id after newer ones. The
+    window (Artemis keeps `amqpCredits` ids; we keep more) recognises those; ids older than the window
+    count as seen. After a restart only the persisted highest id is known, so it becomes the floor.
+    """
+
+    __slots__ = ("floor", "high", "ids")
+
+    WINDOW = 20000
+
+    def __init__(self) -> None:
+        self.ids: dict[int, None] = {}  # insertion-ordered: the oldest entry is evicted first
+        self.floor = 0  # every id at or below this counts as seen
+        self.high = 0
+
+    def seen(self, mid: int) -> bool:
+        return mid <= self.floor or mid in self.ids
+
+    def add(self, mid: int) -> None:
+        self.ids[mid] = None
+        self.high = max(self.high, mid)
+        if len(self.ids) > self.WINDOW:
+            oldest = next(iter(self.ids))
+            del self.ids[oldest]
+            self.floor = max(self.floor, oldest)
+
+
 class MirrorTarget:
     """Everything one broker does as a mirror target (shared by all incoming mirror links)."""
 
@@ -89,13 +119,19 @@ class MirrorTarget:
             "unknown_events": 0,
             "errors": 0,
         }
-        self._marks: dict[str, int] = {
-            k[len(DEDUP_PREFIX) :]: int(v) for k, v in server.meta.items() if k.startswith(DEDUP_PREFIX) and v
-        }
+        self.dedup: dict[str, RecentIds] = {}
+        for key, value in server.meta.items():
+            if key.startswith(DEDUP_PREFIX) and value:
+                self._recent(key[len(DEDUP_PREFIX) :]).floor = int(value)
         for msg in server.identity.values():
             if msg.via_mirror and msg.origin_broker_id and msg.origin_message_id is not None:
-                mark = self._marks.get(msg.origin_broker_id, 0)
-                self._marks[msg.origin_broker_id] = max(mark, msg.origin_message_id)
+                self._recent(msg.origin_broker_id).add(msg.origin_message_id)
+
+    def _recent(self, origin: str) -> RecentIds:
+        recent = self.dedup.get(origin)
+        if recent is None:
+            recent = self.dedup[origin] = RecentIds()
+        return recent
 
     def status(self) -> dict[str, Any]:
         return {**self.stats, **self.retries.stats, "pendingAckRetries": len(self.retries.tries)}
@@ -130,14 +166,15 @@ class MirrorTarget:
 
     def _message(self, remote_id: str, m: wire.ReplicatedMessage) -> bool:
         origin = m.broker_id or remote_id
-        if m.mr_id <= self._marks.get(origin, 0):
+        recent = self._recent(origin)
+        if recent.seen(m.mr_id):
             self.stats["duplicates"] += 1
             return False
-        self._marks[origin] = m.mr_id
+        recent.add(m.mr_id)
         srv = self.server
         # One watermark record per origin per journal batch; recovery also takes the highest origin id of
         # the live messages, which covers a batch torn between its messages and this record.
-        srv.set_meta(DEDUP_PREFIX + origin, str(m.mr_id).encode(), coalesce=True)
+        srv.set_meta(DEDUP_PREFIX + origin, str(recent.high).encode(), coalesce=True)
         address = m.address
         if address is None:
             log.warning("mirror from %s: message %d has no address; dropped", remote_id, m.mr_id)

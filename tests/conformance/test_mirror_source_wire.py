@@ -369,12 +369,6 @@ def test_killed_ack_reason_is_an_amqp_byte(mirrored: tuple[ScriptedServer, Broke
     assert [m.body for m in receive(b.url, "DLA", 1, timeout=2)] == ["poison"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="mirror/source.py MirrorSource.address_added/address_removed send addAddress/deleteAddress for "
-    "the temporary address of a dynamic receiver (e.g. every management reply queue): "
-    "Server.create_queue(temporary=True) creates an Address without a temporary flag, so nothing can skip it",
-)
 def test_temporary_reply_queues_are_not_mirrored(mirrored: tuple[ScriptedServer, BrokerProcess]) -> None:
     """§3.2: temporary addresses and queues (dynamic receivers, e.g. management replies) are skipped."""
     peer, b = mirrored
@@ -396,13 +390,6 @@ def test_temporary_reply_queues_are_not_mirrored(mirrored: tuple[ScriptedServer,
 # ------------------------------------------------------------------------------ expiry (own broker)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="broker_core/server.py Server._move routes the expiry copy through route(), so the mirror "
-    "replicates it to ExpiryQueue besides sending postAck(EXPIRED); Artemis disables mirroring for "
-    "expiry moves (QueueImpl.move) and lets the target expire its own copy, so an Artemis target ends "
-    "with two copies in its expiry queue",
-)
 def test_expiry_sends_only_a_postack_with_reason_expired(tmp_path: Path) -> None:
     with ScriptedServer(LinkReply.mirror_target(TARGET_ID)) as peer:
         scan = "<message-expiry-scan-period>100</message-expiry-scan-period>"

@@ -292,13 +292,6 @@ def test_undecodable_deliveries_are_still_accepted(target: BrokerProcess) -> Non
         deliver(client, control_event(POST_ACK, {"x-opt-amq-mr-qu": "b.q"}, "not a long"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="mirror/target.py MirrorTarget._message dedups with a per-origin high-water mark "
-    "(`m.mr_id <= self._marks[origin]` -> duplicate): an Artemis source assigns message ids at send time "
-    "and fills the SNF at commit, so a transaction started earlier arrives after a later id and is dropped "
-    "as a duplicate (message loss); Artemis keeps a duplicate-id cache of the last amqpCredits ids (§3.3)",
-)
 def test_an_older_id_that_was_never_seen_is_not_a_duplicate(target: BrokerProcess) -> None:
     with mirror_source(target, "src-tx") as client:
         create_queue(client, "x.q", "x.addr")
