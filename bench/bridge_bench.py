@@ -70,7 +70,7 @@ def main() -> None:
         wait_until(lambda: "AMQ111003" in ours.log(), 30, "the broker connection to come up")
         direct, bridged = [], []
         try:
-            for i in range(args.repeat):
+            for _ in range(args.repeat):
                 addr = remote.make_address(args.durable)
                 direct.append(run(remote.url, remote.url, addr, args.count, args.size, args.durable))
                 addr = remote.make_address(args.durable)
