@@ -84,9 +84,8 @@ def main() -> None:
     print(
         f"  bridged  msgs/s median {statistics.median(bridged):8.0f}  ({min(bridged):.0f}-{max(bridged):.0f})"
     )
-    print(
-        f"  ratio bridged/direct    {statistics.median(ratios):.2f}  ({min(ratios):.2f}-{max(ratios):.2f})  floor 0.7"
-    )
+    spread = f"({min(ratios):.2f}-{max(ratios):.2f})"
+    print(f"  ratio bridged/direct    {statistics.median(ratios):.2f}  {spread}  floor 0.7")
 
 
 if __name__ == "__main__":
