@@ -19,6 +19,7 @@ import random
 import time
 import uuid
 from pathlib import Path
+from typing import BinaryIO
 
 from broker_core.journal.codec import encode
 from broker_core.journal.records import ANYCAST, MessageAcked, MessageAdded, MetaRecord, QueueAdded
@@ -33,7 +34,7 @@ class SegmentFiles:
     def __init__(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.directory, self.seq, self.size = directory, 0, SEGMENT_BYTES
-        self.f = None
+        self.f: BinaryIO | None = None
         self.chunks: list[bytes] = []
         self.roll()
 
@@ -43,6 +44,7 @@ class SegmentFiles:
             self.f.close()
         self.seq += 1
         self.f = open(self.directory / plain_name(self.seq), "wb")  # noqa: SIM115 - closed on roll/close
+        assert self.f is not None
         self.f.write(pack_header(SegmentHeader(KIND_PLAIN, 0, self.seq)))
         self.size = 32
 
