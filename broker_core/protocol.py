@@ -39,6 +39,7 @@ from .errors import BrokerError
 from .message import MessageView
 from .queues import MessageRef, Queue
 from .security import SecurityError
+from .security.scram import ScramServer
 from .server import ANYCAST, MULTICAST, Server
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ SELECTOR_FILTER = "apache.org:selector-filter:string"
 DEFAULT_MAX_MESSAGE_SIZE = 100 * 1024 * 1024
 MIRROR_PREFIX = "$ACTIVEMQ_ARTEMIS_MIRROR"
 MIRROR_CREDIT_WINDOW = 5000
+SCRAM_MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256")
 
 
 class Producer:
@@ -139,7 +141,7 @@ class BrokerEndpoint:
         self.peer = peer
         self.writable = True
         secure = server.config.security_enabled
-        mechs = ("PLAIN",) if secure else ("ANONYMOUS", "PLAIN")
+        mechs = SCRAM_MECHANISMS + (("PLAIN",) if secure else ("ANONYMOUS", "PLAIN"))
         self.conn = Connection(
             self,
             server=True,
@@ -153,6 +155,7 @@ class BrokerEndpoint:
         self.consumers: dict[int, LinkConsumer] = {}  # by id(link)
         self.pending_accepts: dict[Session, list[int]] = {}
         self.manage_checked = False
+        self.scram: ScramServer | None = None
         self.closed = False
 
     # ----------------------------------------------------------------------------------- plumbing
@@ -195,6 +198,14 @@ class BrokerEndpoint:
     # ------------------------------------------------------------------------------------ SASL
 
     def on_sasl_init(self, conn: Connection, mechanism: str, response: bytes | None) -> None:
+        if mechanism in SCRAM_MECHANISMS:
+            self.scram = ScramServer(
+                mechanism,
+                self.server.user_store.scram_lookup(mechanism),
+                mock_secret=self.server.scram_secret,
+            )
+            self.on_sasl_response(conn, response or b"")
+            return
         if mechanism == "ANONYMOUS" and "ANONYMOUS" in conn.sasl_mechanisms:
             conn.sasl_outcome(True, None)
             return
@@ -215,7 +226,22 @@ class BrokerEndpoint:
         conn.sasl_outcome(False, None)
 
     def on_sasl_response(self, conn: Connection, response: bytes) -> None:
-        conn.sasl_outcome(False, None)
+        scram = self.scram
+        if scram is None:
+            conn.sasl_outcome(False, None)
+            return
+        step = scram.step(response)
+        if not step.done:
+            conn.sasl_challenge(step.server_bytes)
+            return
+        self.scram = None
+        if step.ok or not self.server.config.security_enabled:
+            conn.sasl_outcome(True, step.user, step.server_bytes)
+        else:
+            log.warning(
+                "authentication failed for user %s from %s (%s)", step.user, self.peer, scram.mechanism
+            )
+            conn.sasl_outcome(False, None, step.server_bytes)
 
     def on_sasl_outcome(self, conn: Connection, code: int) -> None:  # client side only
         pass

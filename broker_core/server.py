@@ -12,6 +12,7 @@ a durable send only from such a callback. Acks are journalled the same way.
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -104,6 +105,7 @@ class Server:
         }
         self.authorizer = Authorizer(config.security_enabled, SecuritySettings(rules), self.user_store)
         self.management = Management(self)
+        self.scram_secret = secrets.token_bytes(32)  # fake SCRAM salts for unknown users stay stable
         # (origin broker id, origin message id) -> live message: how mirrored acks find their message
         self.identity: dict[tuple[str, int], StoredMessage] = {}
         # the remote broker whose mirror event is being applied right now (None: a local client)

@@ -241,9 +241,11 @@ class OutboundConnection:
             for mech in ("SCRAM-SHA-512", "SCRAM-SHA-256"):
                 if mech in offered:
                     self._scram = ScramClient(mech, user, password)
+                    log.info("broker connection %s: authenticating as %s with %s", self.name, user, mech)
                     conn.sasl_init(mech, self._scram.first())
                     return
             if "PLAIN" in offered:
+                log.info("broker connection %s: authenticating as %s with PLAIN", self.name, user)
                 conn.sasl_init("PLAIN", f"\0{user}\0{password}".encode())
                 return
         if "ANONYMOUS" in offered:
@@ -262,6 +264,11 @@ class OutboundConnection:
     def on_sasl_outcome(self, conn: Connection, code: int) -> None:
         if code != 0:
             raise ConnectError(f"authentication failed (SASL outcome {code}) as user {self.config.user}")
+        if self._scram is not None:
+            try:  # the server must prove it knows the credentials too
+                self._scram.verify(conn.sasl_additional or b"")
+            except ScramError as exc:
+                raise ConnectError(f"the remote failed SCRAM server verification: {exc}") from exc
         self._scram = None
 
     def on_open(self, conn: Connection, open_: Open) -> None:

@@ -216,6 +216,7 @@ class Connection:
         self.user: str | None = None
         self.sasl_done = False
         self.sasl_offered: Any = None  # client: the mechanisms the server offered
+        self.sasl_additional: bytes | None = None  # client: additional-data of the outcome (SCRAM)
         self.used_sasl = False
         self.opened = False
         self.open_sent = False
@@ -400,6 +401,7 @@ class Connection:
         elif isinstance(perf, SaslChallenge):
             self.handler.on_sasl_response(self, perf.challenge)
         elif isinstance(perf, SaslOutcome):
+            self.sasl_additional = perf.additional_data
             if perf.code != 0:
                 self.handler.on_sasl_outcome(self, perf.code)
                 self.closed = True
