@@ -112,7 +112,7 @@ def test_strict_mode_turns_warnings_into_errors(tmp_path: Path) -> None:
         load_config(tmp_path / "broker.xml", strict=True)
     assert len(caught.value.problems) == 4
     assert {p.severity for p in caught.value.problems} == {"error"}
-    assert "broker.xml:5: core/ha-policy: not implemented yet; ignored" in str(caught.value)
+    assert "broker.xml:5: core/ha-policy: not implemented yet; refused (--strict)" in str(caught.value)
 
 
 def test_unknown_attribute_warns(write_config: WriteConfig) -> None:
