@@ -18,8 +18,9 @@ from proton import ConnectionException, Message, SSLDomain
 from proton.utils import BlockingConnection
 
 from tests.conftest import require
-from tests.peers.ports import AMQP_HEADER, LOOPBACK, SASL_HEADER
+from tests.peers.ports import AMQP_HEADER, LOOPBACK, SASL_HEADER, wait_until
 from tests.support.broker import REPO, BrokerProcess
+from tests.support.client import send
 from tests.support.raw_amqp import RawPeer
 
 HOSTNAME = "localhost"
@@ -230,3 +231,57 @@ def test_need_client_auth_admits_only_clients_with_a_trusted_certificate(
         assert _round_trip(_tls_url(b), with_cert, "mutual") == "mutual"
     finally:
         assert b.stop() == 0
+
+
+def test_broker_connection_to_a_tls_remote_verifies_it_and_forwards(
+    broker: BrokerProcess, certs: CertFiles, tmp_path: Path
+) -> None:
+    uri = f"tcp://{HOSTNAME}:{broker.port}?sslEnabled=true;trustStorePath={certs.cert}"
+    near = BrokerProcess(
+        tmp_path / "near",
+        xml_kwargs={
+            "addresses": '<address name="orders"><anycast><queue name="orders"/></anycast></address>',
+            "extra": f'<broker-connections><amqp-connection uri="{uri}" name="tls" retry-interval="200">'
+            '<sender address-match="orders"/></amqp-connection></broker-connections>',
+        },
+    )
+    near.start()
+    try:
+        wait_until(lambda: "AMQ111003" in near.log(), 20, "the TLS broker connection to come up")
+        send(near.url, "orders", ["over-tls"])
+        assert _round_trip_receive(broker, certs) == "over-tls"
+    finally:
+        assert near.stop() == 0
+
+
+def test_broker_connection_refuses_a_remote_it_cannot_verify(broker: BrokerProcess, tmp_path: Path) -> None:
+    uri = f"tcp://{HOSTNAME}:{broker.port}?sslEnabled=true"  # no trust store: the self-signed cert fails
+    near = BrokerProcess(
+        tmp_path / "near",
+        xml_kwargs={
+            "extra": f'<broker-connections><amqp-connection uri="{uri}" name="tls" retry-interval="200">'
+            '<sender address-match="orders"/></amqp-connection></broker-connections>'
+        },
+    )
+    near.start()
+    try:
+        wait_until(lambda: "AMQ111002" in near.log(), 20, "the connection attempt to fail and be retried")
+        assert "CERTIFICATE_VERIFY_FAILED" in near.log() or "certificate verify failed" in near.log()
+    finally:
+        assert near.stop() == 0
+
+
+def _round_trip_receive(broker: BrokerProcess, certs: CertFiles) -> str:
+    conn = BlockingConnection(
+        _tls_url(broker),
+        ssl_domain=_domain(certs.cert, SSLDomain.VERIFY_PEER),
+        allowed_mechs="ANONYMOUS",
+        timeout=10,
+    )
+    try:
+        receiver = conn.create_receiver("orders", credit=1)
+        msg = receiver.receive(timeout=10)
+        receiver.accept()
+        return str(msg.body)
+    finally:
+        conn.close()
