@@ -203,17 +203,13 @@ class OutboundConnection:
 
     # -------------------------------------------------------------------------- output plumbing
 
-    class _IO:
-        def __init__(self, outer: OutboundConnection) -> None:
-            self.outer = outer
-
-        def write_out(self) -> None:
-            if self.outer.conn is not None:
-                self.outer._write(self.outer.conn)
-
     @property
-    def io(self) -> OutboundConnection._IO:
-        return OutboundConnection._IO(self)
+    def io(self) -> OutboundConnection:
+        return self  # the flusher calls `endpoint.io.write_out()`; this object is its own I/O side
+
+    def write_out(self) -> None:
+        if self.conn is not None:
+            self._write(self.conn)
 
     def mark_dirty(self) -> None:
         self.flusher.mark_dirty(self)
