@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--strict", action="store_true")
     p.set_defaults(func=_cmd_check)
 
-    p = sub.add_parser("demo", help="run a broker on an embedded default config with demo traffic")
+    p = sub.add_parser("demo", help="DC1 and DC2 mirroring each other, demo traffic, a summary")
     p.add_argument("--messages", type=int, default=1000)
     p.add_argument("--log-level", default="WARNING")
     p.set_defaults(func=_cmd_demo)
@@ -93,6 +93,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--user")
     p.add_argument("--password")
     p.set_defaults(func=_cmd_connections)
+
+    from spark_dr import cli as dr_cli  # imports pyspark only when a DR command runs
+
+    p = sub.add_parser("journal", help="journal tools")
+    jsub = p.add_subparsers(dest="journal_command", required=True)
+    p = jsub.add_parser("export", help="export a journal directory to Parquet (one row per record)")
+    dr_cli.add_export_args(p)
+    p.set_defaults(func=dr_cli.export_main)
+
+    p = sub.add_parser("reconcile", help="DR reconciliation of two data centres' journals on Spark")
+    dr_cli.add_reconcile_args(p)
+    p.set_defaults(func=dr_cli.reconcile_main)
+
+    p = sub.add_parser("repair", help="apply a DR repair plan to the surviving broker over AMQP")
+    dr_cli.add_repair_args(p)
+    p.set_defaults(func=dr_cli.repair_main)
 
     args = parser.parse_args(argv)
     return int(args.func(args))
