@@ -35,28 +35,44 @@ def _internal(col: Column) -> Column:
     return col.startswith(MIRROR_PREFIX)
 
 
+_SEND_COLUMNS = [
+    "identity_broker",
+    "identity_id",
+    "address",
+    "digest",
+    "size",
+    "segment",
+    "offset",
+    "repaired",
+]
+
+
 def message_refs(records: DataFrame) -> DataFrame:
     """One row per (message, queue) reference of client messages; mirror internals excluded."""
-    sends = records.filter((F.col("event") == "send") & ~_internal(F.col("address")))
+    return _send_refs(records).filter(~_internal(F.col("address")) & ~_internal(F.col("queue")))
+
+
+def _send_refs(records: DataFrame) -> DataFrame:
+    """Every (send, queue) reference, store-and-forward queues included."""
+    sends = records.filter(F.col("event") == "send")
     return sends.select(
         "node_id",
         "message_id",
-        "identity_broker",
-        "identity_id",
-        "address",
+        *_SEND_COLUMNS[:3],
         F.explode("queues").alias("queue"),
-        "digest",
-        "size",
+        *_SEND_COLUMNS[3:],
         F.col("timestamp_ms").alias("sent_ms"),
-        "segment",
-        "offset",
         F.col("via_mirror").alias("send_via_mirror"),
-        "repaired",
-    ).filter(~_internal(F.col("queue")))
+        F.lit(True).alias("sent"),
+    ).filter(F.col("queue").isNotNull())
 
 
 def message_acks(records: DataFrame) -> DataFrame:
-    acks = records.filter((F.col("event") == "ack") & ~_internal(F.col("queue")))
+    return _all_acks(records).filter(~_internal(F.col("queue")))
+
+
+def _all_acks(records: DataFrame) -> DataFrame:
+    acks = records.filter((F.col("event") == "ack") & F.col("queue").isNotNull())
     return acks.select(
         F.col("node_id").alias("ack_node_id"),
         "message_id",
@@ -65,12 +81,32 @@ def message_acks(records: DataFrame) -> DataFrame:
         "ack_reason",
         F.col("via_mirror").alias("ack_via_mirror"),
         F.col("timestamp_ms").alias("acked_ms"),
+        F.lit(True).alias("acked"),
     )
+
+
+def reference_rows(records: DataFrame) -> DataFrame:
+    """Every reference of one side joined with its acknowledgement: one shuffle serves both the message
+    states (``side_state``) and the recovery-point gap (``gap_of``).
+
+    Store-and-forward references keep only what the gap needs (no digest); a client queue's reference
+    to a message on a mirror-internal address is dropped, as ``message_refs`` drops it."""
+    refs = _send_refs(records)
+    internal_q = _internal(F.col("queue"))
+    refs = refs.filter(internal_q | ~_internal(F.col("address"))).withColumn(
+        "digest", F.when(~internal_q, F.col("digest"))
+    )
+    return refs.join(_all_acks(records), ["message_id", "queue"], "full_outer")
 
 
 def side_state(records: DataFrame) -> DataFrame:
     """Per reference on one side: status (live / acked / orphan_ack), consumption, digest, position."""
-    joined = message_refs(records).join(message_acks(records), ["message_id", "queue"], "full_outer")
+    return state_of(reference_rows(records))
+
+
+def state_of(joined: DataFrame) -> DataFrame:
+    """``side_state`` from ``reference_rows``: the client-queue references only."""
+    joined = joined.filter(~_internal(F.col("queue")))
     has_add = F.col("identity_id").isNotNull()
     status = F.when(~has_add, "orphan_ack").when(F.col("ack_reason").isNull(), "live").otherwise("acked")
     consumed = (F.col("ack_reason") == ACK_NORMAL) & ~F.coalesce(F.col("ack_via_mirror"), F.lit(False))
@@ -95,12 +131,29 @@ def side_state(records: DataFrame) -> DataFrame:
     )
 
 
+_DEDUP = "mirror.dedup."
+
+
 def dedup_marks(records: DataFrame) -> DataFrame:
     """(origin, mark): the highest message id this side's mirror target accepted from each origin."""
-    prefix = "mirror.dedup."
-    marks = records.filter((F.col("event") == "meta") & F.col("meta_key").startswith(prefix))
-    return marks.groupBy(F.substring(F.col("meta_key"), len(prefix) + 1, 1000).alias("origin")).agg(
+    marks = records.filter((F.col("event") == "meta") & F.col("meta_key").startswith(_DEDUP))
+    return marks.groupBy(_dedup_origin().alias("origin")).agg(
         F.max(F.col("meta_value").try_cast("bigint")).alias("mark")
+    )
+
+
+def _dedup_origin() -> Column:
+    return F.substring(F.col("meta_key"), len(_DEDUP) + 1, 1000)
+
+
+def journal_facts(records: DataFrame) -> DataFrame:
+    """One pass for the dedup marks and the journal's extent: per origin (null for records that are not
+    dedup marks) the highest mark, the last timestamp and the number of records."""
+    is_mark = (F.col("event") == "meta") & F.col("meta_key").startswith(_DEDUP)
+    return records.groupBy(F.when(is_mark, _dedup_origin()).alias("origin")).agg(
+        F.max(F.when(is_mark, F.col("meta_value").try_cast("bigint"))).alias("mark"),
+        F.max("timestamp_ms").alias("last_ms"),
+        F.count(F.lit(1)).alias("records"),
     )
 
 
@@ -191,17 +244,15 @@ def unmirrored(records: DataFrame) -> DataFrame:
 
     ``kind`` is ``message`` for a client message not yet mirrored, ``event`` for a control event (an
     acknowledgement, a queue or address change) not yet mirrored."""
-    sends = records.filter(F.col("event") == "send").select(
-        "message_id", "address", "timestamp_ms", F.explode("queues").alias("queue")
-    )
-    snf_refs = sends.filter(_internal(F.col("queue")))
-    acked = records.filter((F.col("event") == "ack") & _internal(F.col("queue"))).select(
-        "message_id", "queue"
-    )
-    live = snf_refs.join(acked, ["message_id", "queue"], "left_anti")
+    return gap_of(reference_rows(records))
+
+
+def gap_of(joined: DataFrame) -> DataFrame:
+    """``unmirrored`` from ``reference_rows``: store-and-forward references without an ack."""
+    live = joined.filter(_internal(F.col("queue")) & F.col("sent") & F.col("acked").isNull())
     kind = F.when(_internal(F.col("address")), "event").otherwise("message")
     return live.groupBy(kind.alias("kind")).agg(
-        F.count(F.lit(1)).alias("count"), F.min("timestamp_ms").alias("oldest_ms")
+        F.count(F.lit(1)).alias("count"), F.min("sent_ms").alias("oldest_ms")
     )
 
 
