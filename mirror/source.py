@@ -18,7 +18,9 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from broker_core.amqp.codec import enc_long
 from broker_core.amqp.performatives import Accepted, Rejected
+from broker_core.message import sections
 from broker_core.queues import MessageRef, Queue, StoredMessage
 from broker_core.server import ACK_REPLACED, ANYCAST, NO_MIRROR, Address, Observer
 from connections.policies import ConnectError, LinkRole
@@ -37,6 +39,8 @@ if TYPE_CHECKING:
     from connections.outbound import OutboundConnection
 
 log = logging.getLogger("broker.mirror")
+
+_LONG_ZERO = enc_long(0)  # the body value of a postAck for id 0, cut off to make the reusable prefix
 
 INITIAL_SYNC = "initial-sync"  # <mirror><property key="initial-sync" value="true"/></mirror>
 
@@ -86,6 +90,7 @@ class MirrorSource(Observer):
         self._pending = 0
         self.installed = False
         self._sync_waiters: dict[int, Callable[[], None]] = {}
+        self._post_ack_prefixes: dict[tuple[str, str, str | None, int], bytes] = {}
         self.stats = {"events_sent": 0, "events_accepted": 0, "events_queued": 0}
 
     @property
@@ -253,7 +258,15 @@ class MirrorSource(Observer):
             return
         msg = ref.message
         mid = msg.origin_message_id if msg.origin_message_id is not None else msg.id
-        self._event(wire.post_ack(q.address, q.name, mid, msg.origin_broker_id, wire.AckReason(reason)))
+        key = (q.address, q.name, msg.origin_broker_id, reason)
+        prefix = self._post_ack_prefixes.get(key)
+        if prefix is None:  # everything but the id is the same for every ack on this queue: encode it once
+            sample = wire.post_ack(q.address, q.name, 0, msg.origin_broker_id, wire.AckReason(reason))
+            prefix = sample[: -len(_LONG_ZERO)]
+            if len(self._post_ack_prefixes) > 10000:
+                self._post_ack_prefixes.clear()
+            self._post_ack_prefixes[key] = prefix
+        self._event(prefix + enc_long(mid))
 
     # ---------------------------------------------------------------------------- wire payload
 
@@ -261,8 +274,9 @@ class MirrorSource(Observer):
         if msg.address == self.snf:
             return msg.payload  # a control event, already in its wire form
         mid = msg.origin_message_id if msg.origin_message_id is not None else msg.id
-        dst = wire.destination_annotation(msg.payload, msg.address)
-        return wire.encode_replicated(msg.payload, mid, msg.origin_broker_id, dst)
+        parts = sections(msg.payload)
+        dst = wire.destination_annotation(msg.payload, msg.address, parts)
+        return wire.encode_replicated(msg.payload, mid, msg.origin_broker_id, dst, parts=parts)
 
     # ----------------------------------------------------------------------------- link policy
 

@@ -16,6 +16,7 @@ section 2). Invariants:
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
@@ -165,36 +166,61 @@ def post_ack(
 # ------------------------------------------------------------------------------- replicated messages
 
 
+# The common case, a locally produced message: delivery annotations {x-opt-amq-mr-id: <long>} only.
+# map8 of 2 items: sym8 key, then a long (0x81 + 8 bytes): built with struct instead of the generic encoder.
+_MR_ID_KEY = b"\xa3" + bytes((len(INTERNAL_ID),)) + INTERNAL_ID.encode("ascii")
+_MR_ID_ONLY = struct.Struct(f">BBBBBB{len(_MR_ID_KEY)}sBq")
+
+
+def _mr_id_only(mr_id: int) -> bytes:
+    size = 1 + len(_MR_ID_KEY) + 9
+    return _MR_ID_ONLY.pack(0x00, 0x53, DELIVERY_ANNOTATIONS, 0xC1, size, 2, _MR_ID_KEY, 0x81, mr_id)
+
+
 def encode_replicated(
     payload: bytes,
     mr_id: int,
     origin_broker_id: str | None = None,
     destination: str | None = None,
     target_queues: list[str] | None = None,
+    parts: list[tuple[int, int, int]] | None = None,
 ) -> bytes:
     """The stored message with its delivery annotations replaced by the mirror's (right after the header).
 
+    `parts` are the payload's `sections()` when the caller has them already.
     Raises `DecodeError` when `payload` is not a sequence of AMQP sections.
     """
-    da: dict[Any, Any] = {INTERNAL_ID: int(mr_id)}
-    if origin_broker_id is not None:
-        da[BROKER_ID] = str(origin_broker_id)
-    if destination is not None:
-        da[INTERNAL_DESTINATION] = str(destination)
-    if target_queues is not None:
-        da[TARGET_QUEUES] = [str(q) for q in target_queues]
-    da_section = _section(DELIVERY_ANNOTATIONS, _plain_map(da))
-    parts = sections(payload)
+    if origin_broker_id is None and destination is None and target_queues is None:
+        da_section = _mr_id_only(int(mr_id))
+    else:
+        da: dict[Any, Any] = {INTERNAL_ID: int(mr_id)}
+        if origin_broker_id is not None:
+            da[BROKER_ID] = str(origin_broker_id)
+        if destination is not None:
+            da[INTERNAL_DESTINATION] = str(destination)
+        if target_queues is not None:
+            da[TARGET_QUEUES] = [str(q) for q in target_queues]
+        da_section = _section(DELIVERY_ANNOTATIONS, _plain_map(da))
+    if parts is None:
+        parts = sections(payload)
+    if not any(
+        code == DELIVERY_ANNOTATIONS for code, _, _ in parts
+    ):  # the usual case: insert, no copy of parts
+        head_end = parts[0][2] if parts and parts[0][0] == HEADER else 0
+        return payload[:head_end] + da_section + payload[head_end:]
     head_end = parts[0][2] if parts and parts[0][0] == HEADER else 0
     rest = [payload[start:end] for code, start, end in parts if code not in (HEADER, DELIVERY_ANNOTATIONS)]
     return payload[:head_end] + da_section + b"".join(rest)
 
 
-def destination_annotation(payload: bytes, routed_address: str | None) -> str | None:
+def destination_annotation(
+    payload: bytes, routed_address: str | None, parts: list[tuple[int, int, int]] | None = None
+) -> str | None:
     """Artemis's rule for `x-opt-amq-mr-dst`: only when `properties.to` is missing or differs."""
     if routed_address is None:
         return None
-    return None if _properties_to(payload, sections(payload)) == routed_address else routed_address
+    to = _properties_to(payload, parts if parts is not None else sections(payload))
+    return None if to == routed_address else routed_address
 
 
 # -------------------------------------------------------------------------------------------- decode
