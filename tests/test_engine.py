@@ -189,3 +189,24 @@ def test_malformed_frames_close_with_an_amqp_error(garbage: bytes) -> None:
     assert server.closed
     assert server.error is not None
     assert server.error.condition in (errors.DECODE_ERROR, errors.FRAMING_ERROR)
+
+
+def test_fast_transfer_decoder_agrees_with_the_generic_one() -> None:
+    from broker_core.amqp.codec import decode_value
+    from broker_core.amqp.framing import fast_transfer_fields
+    from broker_core.amqp.performatives import Transfer
+
+    cases = [
+        Transfer(handle=0, delivery_id=0, delivery_tag=b"", message_format=0, settled=False),
+        Transfer(handle=3, delivery_id=70000, delivery_tag=b"tag-1", message_format=0, settled=True, more=True),
+        Transfer(handle=300, delivery_id=5),
+        Transfer(handle=1, delivery_id=2, delivery_tag=b"t", message_format=0, settled=False, aborted=True),
+    ]
+    for t in cases:
+        body = t.encode_amqp() + b"payload"
+        fast = fast_transfer_fields(body)
+        assert fast is not None
+        assert fast == decode_value(body, 3)
+    # an unusual encoding (uint delivery-id as ulong) is left to the generic decoder
+    odd = b"\x00\x53\x14\xc0\x04\x02\x43\x44"
+    assert fast_transfer_fields(odd) is None

@@ -29,6 +29,7 @@ from .framing import (
     HEADER_SIZE,
     MIN_MAX_FRAME_SIZE,
     SASL_HEADER,
+    fast_transfer_fields,
     frame,
     transfer_frames,
     unpack_header,
@@ -417,7 +418,8 @@ class Connection:
     def _on_frame(self, channel: int, body: bytes) -> None:
         head = body[:3]
         if head == _DESC_TRANSFER:
-            fields, end = decode_value(body, 3)
+            fast = fast_transfer_fields(body)
+            fields, end = fast if fast is not None else decode_value(body, 3)
             self._on_transfer(channel, fields, body, end)
             return
         if head == _DESC_DISPOSITION:

@@ -7,6 +7,7 @@ bytes (ignored), then the body: one performative and, for a transfer, the payloa
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 from .codec import enc_list_of_encoded
 
@@ -88,3 +89,52 @@ def transfer_frames(
         # the final chunk went out with more=true: close the delivery with an empty last frame
         frames.append(frame(channel, last_perf))
     return frames
+
+
+_BOOLS = {0x41: True, 0x42: False, 0x40: None}
+
+
+def fast_transfer_fields(body: bytes) -> tuple[list[Any], int] | None:
+    """Decode a transfer performative's list quickly when it uses the usual compact encodings.
+
+    Returns (fields, end of the performative) or None, in which case the caller uses the generic
+    decoder. Covers what clients send: list8, uint as 0x43/0x52/0x70, binary8 tag, booleans; a later
+    field in any other encoding stops the fast path.
+    """
+    if len(body) < 6 or body[3] != 0xC0:
+        return None
+    size, count = body[4], body[5]
+    end = 5 + size
+    if end > len(body):
+        return None
+    pos = 6
+    fields: list[Any] = []
+    for i in range(count):
+        if pos >= end:
+            return None
+        code = body[pos]
+        if code == 0x40:
+            fields.append(None)
+            pos += 1
+        elif i in (0, 1, 3):  # handle, delivery-id, message-format: uint
+            if code == 0x43:
+                fields.append(0)
+                pos += 1
+            elif code == 0x52:
+                fields.append(body[pos + 1])
+                pos += 2
+            elif code == 0x70:
+                fields.append(int.from_bytes(body[pos + 1 : pos + 5], "big"))
+                pos += 5
+            else:
+                return None
+        elif i == 2 and code == 0xA0:  # delivery-tag: binary8
+            n = body[pos + 1]
+            fields.append(body[pos + 2 : pos + 2 + n])
+            pos += 2 + n
+        elif i in (4, 5, 8, 9, 10) and code in _BOOLS:  # settled, more, resume, aborted, batchable
+            fields.append(_BOOLS[code])
+            pos += 1
+        else:
+            return None
+    return (fields, end) if pos == end else None
