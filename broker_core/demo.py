@@ -77,15 +77,17 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _send(url: str, n: int, prefix: str) -> None:
+def _send(url: str, n: int, prefix: str, fallback: str | None = None) -> None:
+    """Produce through the failover client: with `fallback`, a producer that would move to the other DC."""
     from proton import Message
-    from proton.utils import BlockingConnection
 
-    conn = BlockingConnection(url, allowed_mechs="ANONYMOUS")
-    sender = conn.create_sender("orders")
-    for i in range(n):
-        sender.send(Message(body=f"{prefix}-{i}", durable=True))
-    conn.close()
+    from connections.failover import FailoverConnection
+
+    uris = f"{url},{fallback}" if fallback else url
+    with FailoverConnection(f"failover:({uris})?randomize=false&maxReconnectAttempts=3") as conn:
+        sender = conn.sender("orders")
+        for i in range(n):
+            sender.send(Message(body=f"{prefix}-{i}", durable=True))
 
 
 def _consume(url: str, n: int) -> int:
@@ -145,10 +147,12 @@ def main(messages: int = 1000) -> int:
         sampler.start()
 
         t0 = time.monotonic()
-        print(f"1. {messages} durable orders on DC1 and {messages // 2} on DC2, produced concurrently")
+        print(
+            f"1. {messages} durable orders on DC1 and {messages // 2} on DC2 (failover clients, other DC as backup)"
+        )
         producers = [
-            threading.Thread(target=_send, args=(dc1.url, messages, "dc1")),
-            threading.Thread(target=_send, args=(dc2.url, messages // 2, "dc2")),
+            threading.Thread(target=_send, args=(dc1.url, messages, "dc1", dc2.url)),
+            threading.Thread(target=_send, args=(dc2.url, messages // 2, "dc2", dc1.url)),
         ]
         for p in producers:
             p.start()
