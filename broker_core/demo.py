@@ -147,9 +147,8 @@ def main(messages: int = 1000) -> int:
         sampler.start()
 
         t0 = time.monotonic()
-        print(
-            f"1. {messages} durable orders on DC1 and {messages // 2} on DC2 (failover clients, other DC as backup)"
-        )
+        print(f"1. {messages} durable orders on DC1 and {messages // 2} on DC2, concurrently")
+        print("   (failover clients: each producer has the other data centre as its backup)")
         producers = [
             threading.Thread(target=_send, args=(dc1.url, messages, "dc1", dc2.url)),
             threading.Thread(target=_send, args=(dc2.url, messages // 2, "dc2", dc1.url)),
