@@ -198,7 +198,9 @@ def test_fast_transfer_decoder_agrees_with_the_generic_one() -> None:
 
     cases = [
         Transfer(handle=0, delivery_id=0, delivery_tag=b"", message_format=0, settled=False),
-        Transfer(handle=3, delivery_id=70000, delivery_tag=b"tag-1", message_format=0, settled=True, more=True),
+        Transfer(
+            handle=3, delivery_id=70000, delivery_tag=b"tag-1", message_format=0, settled=True, more=True
+        ),
         Transfer(handle=300, delivery_id=5),
         Transfer(handle=1, delivery_id=2, delivery_tag=b"t", message_format=0, settled=False, aborted=True),
     ]
