@@ -77,6 +77,7 @@ class Queue:
         "acked",
         "added",
         "address",
+        "after_durable",
         "auto_created",
         "consumers",
         "dispatching",
@@ -127,6 +128,7 @@ class Queue:
         self.in_flight = 0
         self.added = self.acked = self.expired = self.killed = 0
         self.dispatching = False
+        self.after_durable = False  # references are added only once their journal batch is on disk
         self.on_empty_consumers: Callable[[Queue], None] | None = None
         self._rr = 0
 

@@ -500,7 +500,7 @@ class Server:
         for o in self.observers:
             o.message_routed(msg, targets)
         for q in targets:
-            q.enqueue(MessageRef(msg, q))
+            self._enqueue(q, MessageRef(msg, q))
         return msg
 
     def identity_of(self, msg: StoredMessage) -> tuple[str, int]:
@@ -516,7 +516,7 @@ class Server:
             self.persist(records.MessageAdded(msg.id, queue.address, (queue.id,), payload, now_ms))
         else:
             msg.durable = False
-        queue.enqueue(MessageRef(msg, queue))
+        self._enqueue(queue, MessageRef(msg, queue))
         return msg
 
     def when_mirrored(self, waits: list[tuple[Any, int]], callback: Callable[[], None]) -> None:
@@ -530,6 +530,14 @@ class Server:
 
         for source, message_id in waits:
             source.wait_for(message_id, one_done)
+
+    def _enqueue(self, queue: Queue, ref: MessageRef) -> None:
+        if queue.after_durable:
+            # A store-and-forward queue hands nothing on before the operation that produced it is on
+            # disk here: otherwise a crash could leave the other side with something this side lost.
+            self.after_durable(lambda: queue.enqueue(ref) if queue.name in self.queues else None)
+        else:
+            queue.enqueue(ref)
 
     def _forget_identity(self, msg: StoredMessage) -> None:
         key = self.identity_of(msg)
@@ -561,7 +569,7 @@ class Server:
             )
         else:
             msg.durable = False
-        queue.enqueue(MessageRef(msg, queue))
+        self._enqueue(queue, MessageRef(msg, queue))
         return msg
 
     def set_meta(self, key: str, value: bytes, coalesce: bool = False) -> None:

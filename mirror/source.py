@@ -109,6 +109,7 @@ class MirrorSource(Observer):
         if q is None:
             q = srv.create_queue(self.snf, self.snf, ANYCAST, durable=self.settings.durable, internal=True)
         q.internal = True
+        q.after_durable = True
         self.queue = q
         srv.observers.append(self)
         if self.settings.sync:
