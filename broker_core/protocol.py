@@ -37,7 +37,7 @@ from .amqp.performatives import (
 )
 from .errors import BrokerError
 from .message import MessageView
-from .queues import MessageRef, Queue
+from .queues import MessageRef, Queue, delivery_payload
 from .security import SecurityError
 from .security.scram import ScramServer
 from .server import ANYCAST, MULTICAST, Server
@@ -112,14 +112,7 @@ class LinkConsumer:
 
     def deliver(self, ref: MessageRef) -> None:
         ep = self.endpoint
-        msg = ref.message
-        payload = msg.payload
-        if ref.delivery_count:
-            view = MessageView(payload)
-            h = view.header
-            h.delivery_count = ref.delivery_count
-            h.first_acquirer = False
-            payload = view.with_header(h)
+        payload = delivery_payload(ref)
         self.tag += 1
         tag = self.tag.to_bytes(4, "big")
         conn = ep.conn

@@ -64,6 +64,20 @@ class MessageRef:
         self.consumer: Consumer | None = None
 
 
+def delivery_payload(ref: MessageRef) -> bytes:
+    """The bytes to send for a reference: the stored message, its header rewritten on redelivery."""
+    payload = ref.message.payload
+    if not ref.delivery_count:
+        return payload
+    from .message import MessageView  # the hot path (first delivery) never pays for this import
+
+    view = MessageView(payload)
+    header = view.header
+    header.delivery_count = ref.delivery_count
+    header.first_acquirer = False
+    return view.with_header(header)
+
+
 class Consumer(Protocol):
     """The protocol side of a consumer: a sender link on some connection."""
 

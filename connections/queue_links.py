@@ -28,7 +28,7 @@ from broker_core.amqp.performatives import (
 )
 from broker_core.config.model import LinkKind, LinkSettings
 from broker_core.message import MessageView
-from broker_core.queues import MessageRef, Queue
+from broker_core.queues import MessageRef, Queue, delivery_payload
 from filters.wildcard import matcher_for
 
 from .policies import LinkRole
@@ -65,18 +65,25 @@ class RemoteConsumer:
             and not link.closed_locally
         )
 
+    def payload(self, ref: MessageRef) -> bytes:
+        return delivery_payload(ref)
+
     def deliver(self, ref: MessageRef) -> None:
-        payload = ref.message.payload
-        if ref.delivery_count:
-            view = MessageView(payload)
-            h = view.header
-            h.delivery_count = ref.delivery_count
-            h.first_acquirer = False
-            payload = view.with_header(h)
+        payload = self.payload(ref)
         self.tag += 1
         self.inflight[id(ref)] = ref
         self.link.connection.send_delivery(self.link, self.tag.to_bytes(4, "big"), payload, False, ref)
         self.conn.mark_dirty()
+
+    def give_back(self) -> None:
+        """The connection is gone: leave the queue; what was in flight goes back, no attempt counted."""
+        self.queue.remove_consumer(self)
+        refs = [r for r in self.inflight.values() if r.consumer is self]
+        self.inflight.clear()
+        for r in refs:
+            r.queue.take_in_flight(r)
+        if refs:
+            self.queue.requeue(refs)
 
 
 class QueueLinks:
@@ -217,12 +224,6 @@ class QueueLinks:
         """Connection gone: unacknowledged messages go back to their queues (no attempt counted)."""
         self._pending = 0
         for consumer in self.consumers.values():
-            consumer.queue.remove_consumer(consumer)
-            refs = [r for r in consumer.inflight.values() if r.consumer is consumer]
-            consumer.inflight.clear()
-            for r in refs:
-                r.queue.take_in_flight(r)
-            if refs:
-                consumer.queue.requeue(refs)
+            consumer.give_back()
         self.consumers.clear()
         self.links.clear()

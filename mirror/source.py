@@ -24,6 +24,7 @@ from broker_core.message import sections
 from broker_core.queues import MessageRef, Queue, StoredMessage
 from broker_core.server import ACK_REPLACED, ANYCAST, NO_MIRROR, Address, Observer
 from connections.policies import ConnectError, LinkRole
+from connections.queue_links import RemoteConsumer
 from filters.address_filter import AddressFilter
 
 from . import wire
@@ -45,35 +46,18 @@ _LONG_ZERO = enc_long(0)  # the body value of a postAck for id 0, cut off to mak
 INITIAL_SYNC = "initial-sync"  # <mirror><property key="initial-sync" value="true"/></mirror>
 
 
-class MirrorConsumer:
+class MirrorConsumer(RemoteConsumer):
     """Feeds the store-and-forward queue to the mirror link, adding the mirror's annotations."""
 
-    __slots__ = ("conn", "inflight", "link", "queue", "source", "tag")
+    __slots__ = ("source",)
 
     def __init__(self, source: MirrorSource, conn: OutboundConnection, link: Link, queue: Queue) -> None:
+        super().__init__(conn, link, queue)
         self.source = source
-        self.conn = conn
-        self.link = link
-        self.queue = queue
-        self.inflight: dict[int, MessageRef] = {}
-        self.tag = 0
 
-    def can_take(self) -> bool:
-        link = self.link
-        return (
-            link.credit > 0
-            and link.session.remote_incoming_window > 0
-            and self.conn.conn is link.connection
-            and not link.closed_locally
-        )
-
-    def deliver(self, ref: MessageRef) -> None:
-        payload = self.source.wire_payload(ref.message)
-        self.tag += 1
-        self.inflight[id(ref)] = ref
-        self.link.connection.send_delivery(self.link, self.tag.to_bytes(4, "big"), payload, False, ref)
+    def payload(self, ref: MessageRef) -> bytes:
         self.source.stats["events_sent"] += 1
-        self.conn.mark_dirty()
+        return self.source.wire_payload(ref.message)
 
 
 class MirrorSource(Observer):
@@ -343,15 +327,8 @@ class MirrorSource(Observer):
     def detached_all(self, conn: OutboundConnection) -> None:
         self._pending = 0
         consumer, self.consumer = self.consumer, None
-        if consumer is None:
-            return
-        consumer.queue.remove_consumer(consumer)
-        refs = [r for r in consumer.inflight.values() if r.consumer is consumer]
-        consumer.inflight.clear()
-        for r in refs:
-            r.queue.take_in_flight(r)
-        if refs:
-            consumer.queue.requeue(refs)
+        if consumer is not None:
+            consumer.give_back()
 
     # ---------------------------------------------------------------------------------- status
 
