@@ -11,10 +11,12 @@ import asyncio
 import logging
 import ssl
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .amqp import errors
+from .journal.errors import JournalError
 from .protocol import BrokerEndpoint
 
 if TYPE_CHECKING:
@@ -34,6 +36,7 @@ class Flusher:
         self.server = server
         self.dirty: dict[int, Any] = {}
         self.scheduled = False
+        self.on_fatal: Callable[[BaseException], None] | None = None
 
     def mark_dirty(self, endpoint: Any) -> None:
         self.dirty[id(endpoint)] = endpoint
@@ -43,7 +46,13 @@ class Flusher:
 
     def flush(self) -> None:
         self.scheduled = False
-        self.server.flush_pending()
+        try:
+            self.server.flush_pending()
+        except JournalError as exc:
+            # Nothing can be made durable any more: stop (Artemis's critical I/O policy), loudly.
+            log.critical("journal failed, the broker cannot persist and shuts down: %s", exc)
+            if self.on_fatal is not None:
+                self.on_fatal(exc)
         while self.dirty:
             dirty, self.dirty = self.dirty, {}
             for ep in dirty.values():
@@ -203,16 +212,20 @@ class Listener:
         self._timer = self.loop.call_later(1.0, self._tick)
 
     def _tick(self) -> None:
-        now = time.monotonic()
-        for s in list(self.sockets):
-            s.tick(now)
         period = self.server.config.message_expiry_scan_period / 1000.0
-        if period > 0 and now - self._last_expiry_scan >= period:
-            self._last_expiry_scan = now
-            n = self.server.expire_scan()
-            if n:
-                log.info("expired %d messages", n)
-        self._timer = self.loop.call_later(min(1.0, period) if period > 0 else 1.0, self._tick)
+        try:
+            now = time.monotonic()
+            for s in list(self.sockets):
+                s.tick(now)
+            if period > 0 and now - self._last_expiry_scan >= period:
+                self._last_expiry_scan = now
+                n = self.server.expire_scan()
+                if n:
+                    log.info("expired %d messages", n)
+        except Exception:
+            log.exception("periodic broker work failed")  # heartbeats and timeouts must keep running
+        finally:
+            self._timer = self.loop.call_later(min(1.0, period) if period > 0 else 1.0, self._tick)
 
     def stop_accepting(self) -> None:
         for srv in self.servers:

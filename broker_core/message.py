@@ -200,13 +200,13 @@ def _header_from_list(value: list[Any]) -> Header:
     if n > 0 and value[0] is not None:
         h.durable = bool(value[0])
     if n > 1 and value[1] is not None:
-        h.priority = int(value[1])
+        h.priority = min(max(int(value[1]), 0), 255)  # a ubyte on the wire; clamp what a peer mis-encodes
     if n > 2 and value[2] is not None:
-        h.ttl = int(value[2])
+        h.ttl = min(max(int(value[2]), 0), 0xFFFFFFFF)
     if n > 3 and value[3] is not None:
         h.first_acquirer = bool(value[3])
     if n > 4 and value[4] is not None:
-        h.delivery_count = int(value[4])
+        h.delivery_count = min(max(int(value[4]), 0), 0xFFFFFFFF)
     return h
 
 

@@ -250,6 +250,8 @@ class BrokerEndpoint:
     def on_end(self, session: Session, end: End) -> None:
         for link in list(session.local_links.values()):
             self._link_gone(link, closed=False)
+            if link.reply_deferred and not link.closed_locally:
+                self.conn.detach(link, closed=False)  # the deferred answer goes before our End
         self.pending_accepts.pop(session, None)
 
     def on_close(self, conn: Connection, close: Close) -> None:
@@ -530,10 +532,10 @@ class BrokerEndpoint:
             self._reject(session, delivery_id, settled, exc.condition, exc.description)
             return
         finally:
+            waits, srv.mirror_capture = srv.mirror_capture, None  # also on the reject paths above
             if link.credit <= producer.credit_low and not link.closed_locally:
                 self.conn.flow(link, credit=producer.credit_window)
                 self.mark_dirty()
-        waits, srv.mirror_capture = srv.mirror_capture, None
         if settled:
             return
         if msg is not None and msg.durable:
@@ -645,6 +647,8 @@ class BrokerEndpoint:
         if confirm:
             # The client waits for our settlement (rcv-settle-mode second): settle once the ack is on disk.
             def settle() -> None:
+                if self.conn.closed or session.ended_locally:
+                    return  # the session is gone: its channel may already belong to a new one
                 for i in confirm:
                     self.conn.update_outgoing(session, i, i, True, None)
                 self.mark_dirty()
@@ -667,7 +671,7 @@ class BrokerEndpoint:
         link.reply_deferred = True
 
         def reply() -> None:
-            if not self.conn.closed:
+            if not self.conn.closed and not link.session.ended_locally:
                 self.conn.detach(link, closed=closed)
                 self.mark_dirty()
 

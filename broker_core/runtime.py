@@ -113,12 +113,18 @@ def run(configs: list[BrokerConfig]) -> int:
         log.info("received %s: shutting down", signame)
         stop.set()
 
+    def on_fatal(exc: BaseException) -> None:
+        failed.append(f"fatal: {exc}")
+        stop.set()
+
     failed: list[str] = []
 
     async def main() -> None:
         for b in brokers:
             try:
                 await b.start()
+                if b.listener is not None:
+                    b.listener.flusher.on_fatal = on_fatal
             except (OSError, ValueError) as exc:  # a port in use, an unreadable certificate, ...
                 failed.append(f"{b.config.name}: cannot start: {exc}")
                 for started in brokers:

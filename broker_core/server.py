@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +34,9 @@ from .security.authorization import Authorizer, Permission, SecuritySettings
 
 ANYCAST = "ANYCAST"
 MULTICAST = "MULTICAST"
+
+ID_RESERVATION = "ids.message.reserved"  # meta key: message ids below it may have been handed out
+ID_BLOCK = 100_000
 
 # server.mirror_context while the broker does something no mirror may copy (e.g. an expiry move).
 NO_MIRROR = "no-mirror"
@@ -87,6 +91,7 @@ class Server:
         self.node_id = ""
         self.journal: Journal | None = None
         self._next_message_id = 1
+        self._id_ceiling = 0
         self._next_queue_id = 1
         self._next_address_id = 1
         self._pending_records: list[Any] = []
@@ -215,7 +220,8 @@ class Server:
             if indexed:
                 self.identity[self.identity_of(msg)] = msg
         self.meta = {k: v for k, v in state.meta.items() if v}
-        self._next_message_id = max(self._next_message_id, state.max_message_id + 1)
+        reserved = int(self.meta.get(ID_RESERVATION, b"0"))
+        self._next_message_id = max(self._next_message_id, state.max_message_id + 1, reserved)
         self._next_queue_id = max(self._next_queue_id, state.max_queue_id + 1)
         self._next_address_id = max(self._next_address_id, state.max_address_id + 1)
 
@@ -258,13 +264,28 @@ class Server:
             if done:
                 done()
             return
-        self.journal.append_many(recs, on_durable=done)
+        try:
+            self.journal.append_many(recs, on_durable=done)
+        except (ValueError, TypeError, OverflowError, struct.error) as exc:
+            # A record that cannot be encoded must not take the rest of the batch with it.
+            self.log.error("journal batch refused (%s); writing its records one by one", exc)
+            for rec in recs:
+                try:
+                    self.journal.append_many([rec])
+                except (ValueError, TypeError, OverflowError, struct.error) as bad:
+                    self.log.error("record %s dropped: %s", type(rec).__name__, bad)
+            self.journal.append_many([], on_durable=done)
 
     # ------------------------------------------------------------------------------ ids and settings
 
     def new_message_id(self) -> int:
         mid = self._next_message_id
         self._next_message_id = mid + 1
+        if mid >= self._id_ceiling:
+            # Ids of non-durable messages are never journalled, yet the mirror names messages by id: a
+            # restart must not hand out an id already used. Reserve blocks on disk, as Artemis does.
+            self._id_ceiling = mid + ID_BLOCK
+            self.set_meta(ID_RESERVATION, str(self._id_ceiling).encode(), coalesce=True)
         return mid
 
     def settings_for(self, address: str) -> AddressSettings:
@@ -389,15 +410,15 @@ class Server:
         addr = self.addresses.get(q.address)
         if addr is not None and q in addr.queues:
             addr.queues.remove(q)
+        for c in list(q.consumers):  # first, so that what they held comes back before the release below
+            kick = getattr(c, "kick", None)
+            if kick is not None:
+                kick("amqp:resource-deleted", f"queue {name} was deleted")
         for ref in q.messages:
             ref.message.live_refs -= 1
             if ref.message.live_refs <= 0:
                 self._forget_identity(ref.message)
         q.messages.clear()
-        for c in list(q.consumers):
-            kick = getattr(c, "kick", None)
-            if kick is not None:
-                kick("amqp:resource-deleted", f"queue {name} was deleted")
         if q.durable and not q.temporary:
             self.persist(records.QueueRemoved(q.id))
         for o in self.observers:
@@ -435,6 +456,7 @@ class Server:
         via_mirror: bool = False,
         origin: tuple[str | None, int | None] | None = None,
         only_queues: list[str] | None = None,
+        no_expiry: bool = False,
     ) -> StoredMessage | None:
         """Route one message to the queues bound at `address`; return it (None if nothing took it)."""
         addr = self.addresses.get(address)
@@ -462,8 +484,8 @@ class Server:
             return None
         h = view.header
         now_ms = int(self.clock() * 1000)
-        expiry = now_ms + h.ttl if h.ttl else 0
-        if not expiry:
+        expiry = now_ms + h.ttl if h.ttl and not no_expiry else 0
+        if not expiry and not no_expiry:
             expiry = view.absolute_expiry_time if view.payload.find(b"\x00\x53\x73") >= 0 else 0
         msg = StoredMessage(self.new_message_id(), address, payload, h.durable, expiry, now_ms, h.priority)
         msg.via_mirror = via_mirror
@@ -598,6 +620,8 @@ class Server:
         ref.queue.messages.remove(ref)
 
     def is_expired(self, ref: MessageRef) -> bool:
+        if ref.queue.internal:
+            return False
         exp = ref.message.expiry_ms
         if exp and exp <= self.clock() * 1000:
             self.expire(ref)
@@ -677,7 +701,7 @@ class Server:
             if reason == ACK_EXPIRED:
                 self.mirror_context = NO_MIRROR
             try:
-                self.route(target, payload, MessageView(payload))
+                self.route(target, payload, MessageView(payload), no_expiry=reason == ACK_EXPIRED)
             finally:
                 self.mirror_context = outer
         else:
@@ -696,16 +720,18 @@ class Server:
         now_ms = self.clock() * 1000
         n = 0
         for q in list(self.queues.values()):
-            keep = []
-            for ref in q.messages:
-                if ref.message.expiry_ms and ref.message.expiry_ms <= now_ms:
-                    self.expire(ref)
-                    n += 1
-                else:
-                    keep.append(ref)
-            if len(keep) != len(q.messages):
-                q.messages.clear()
-                q.messages.extend(keep)
+            if q.internal:
+                continue  # store-and-forward events never expire (Artemis ARTEMIS-5090)
+            expired = [r for r in q.messages if r.message.expiry_ms and r.message.expiry_ms <= now_ms]
+            if not expired:
+                continue
+            gone = {id(r) for r in expired}
+            keep = [r for r in q.messages if id(r) not in gone]
+            q.messages.clear()
+            q.messages.extend(keep)
+            for ref in expired:  # after the queue is rebuilt: an expiry copy may land on this very queue
+                self.expire(ref)
+            n += len(expired)
         return n
 
     # ------------------------------------------------------------------------------------ security
@@ -729,6 +755,9 @@ def _no_ttl(view: MessageView) -> Any:
 def _run_all(callbacks: list[Callable[[], None]]) -> Callable[[], None]:
     def run() -> None:
         for cb in callbacks:
-            cb()
+            try:
+                cb()
+            except Exception:  # one failing callback must not starve the others of their confirmation
+                logging.getLogger("broker").exception("durability callback failed")
 
     return run

@@ -315,6 +315,8 @@ class OutboundConnection:
         self._maybe_connected()
 
     def on_detach(self, link: Link, detach: Detach) -> None:
+        if link.closed_locally:
+            return  # the answer to a detach of ours (e.g. its local queue was deleted)
         role = link.context
         why = f"{detach.error.condition}: {detach.error.description}" if detach.error else "detached"
         kind = "Sender" if link.is_sender else "Receiver"

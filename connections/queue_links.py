@@ -12,14 +12,17 @@ Matching is per local queue (spec §6): `queue-name` is exact equality with the 
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from broker_core.amqp.codec import Symbol
+from broker_core.amqp import errors
+from broker_core.amqp.codec import DecodeError, Symbol
 from broker_core.amqp.performatives import (
     ACCEPTED_BYTES,
     Accepted,
     Attach,
+    Error,
     Modified,
     Rejected,
     Released,
@@ -38,6 +41,8 @@ if TYPE_CHECKING:
     from broker_core.server import Server
 
     from .outbound import OutboundConnection
+
+log = logging.getLogger("broker.connections")
 
 WAYPOINT = Symbol("qd.waypoint")
 CREDIT_WINDOW = 1000
@@ -74,6 +79,13 @@ class RemoteConsumer:
         self.inflight[id(ref)] = ref
         self.link.connection.send_delivery(self.link, self.tag.to_bytes(4, "big"), payload, False, ref)
         self.conn.mark_dirty()
+
+    def kick(self, condition: str, description: str) -> None:
+        """The local queue was deleted: stop consuming it and close the link."""
+        self.give_back()
+        if not self.link.closed_locally and self.conn.conn is self.link.connection:
+            self.link.connection.detach(self.link, closed=True, condition=condition, description=description)
+            self.conn.mark_dirty()
 
     def give_back(self) -> None:
         """The connection is gone: leave the queue; what was in flight goes back, no attempt counted."""
@@ -180,7 +192,19 @@ class QueueLinks:
         queue = role.queue
         assert queue is not None
         session = link.session
-        msg = self.server.route(queue.address, payload, MessageView(payload))
+        try:
+            view = MessageView(payload)
+            view.all_sections()
+            msg = self.server.route(queue.address, payload, view)
+        except (DecodeError, ValueError) as exc:
+            # a malformed message from the remote is refused, not retried forever by reconnecting
+            log.warning("receiver link %s: malformed message rejected: %s", link.name, exc)
+            if not settled:
+                error = Error(condition=errors.DECODE_ERROR, description=str(exc)[:200])
+                link.connection.settle_incoming(session, delivery_id, delivery_id,
+                                                Rejected(error=error).encode_amqp())  # fmt: skip
+                conn.mark_dirty()
+            return
         if link.credit <= CREDIT_LOW:
             link.connection.flow(link, credit=CREDIT_WINDOW)
         conn.mark_dirty()
