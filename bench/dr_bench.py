@@ -1,26 +1,35 @@
 """Reconciliation time on local[2] as a ratio of a plain full scan of the same input, and vs datacompy.
 
-``python -m bench.dr_bench DIR`` (DIR from ``bench.dr_generate``): exports both journals to Parquet
-(timed, in two processes), then in one Spark session times, on the same Parquet input:
+``python -m bench.dr_bench DIR [--repeat N] [--datacompy]`` (DIR from ``bench.dr_generate``): exports
+both journals to Parquet (timed, in two processes; skipped with ``--skip-export``), then in one Spark
+session times, on the same Parquet input, ``--repeat`` rounds of:
   scan_all     every column of both sides read (``write.format("noop")``);
-  scan_needed  only the columns reconciliation reads;
-  reconcile    side states, classification, per-address summary collected;
-  datacompy    datacompy's SparkSQLCompare of the two sides' message tables on the identity (optional).
-Prints one JSON line; checks the classification against DIR/truth.json.
+  scan_needed  only the columns reconciliation reads (``NEEDED``, the union of what its jobs read);
+  reconcile    the whole ``spark_dr.reconcile.reconcile`` (everything the report, plan and metrics
+               are made from: counts per address, window, timeline, recovery-point gap, every diverged
+               reference collected to the driver), minus writing the report files;
+  join_classify  (``--join-baseline``) the previous job: full outer joins of every reference, counts only;
+and once, after the rounds, datacompy's SparkSQLCompare of the two sides' message tables (optional).
+Peak memory: the JVM's peak RSS (VmHWM, reset before each reconcile where the kernel allows it) and
+the Python driver's. Prints one JSON line; checks every count against DIR/truth.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
+import statistics
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from spark_dr import transforms as T
 from spark_dr.export import export_journal
+from spark_dr.reconcile import Options, reconcile
 from spark_dr.session import spark_session
 
 NEEDED = ["node_id", "event", "message_id", "identity_broker", "identity_id", "address", "queue", "queues",
@@ -28,7 +37,7 @@ NEEDED = ["node_id", "event", "message_id", "identity_broker", "identity_id", "a
           "meta_key", "meta_value"]  # fmt: skip
 
 
-def timed(fn: Any) -> tuple[float, Any]:
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     started = time.monotonic()
     out = fn()
     return time.monotonic() - started, out
@@ -38,18 +47,6 @@ def export_pair(root: Path) -> dict[str, Any]:
     with ProcessPoolExecutor(2) as pool:
         jobs = {s: pool.submit(export_journal, root / s, root / f"{s}.parquet") for s in ("dc1", "dc2")}
         return {s: j.result() for s, j in jobs.items()}
-
-
-def reconcile_counts(spark: Any, root: Path) -> dict[str, int]:
-    r1, r2 = spark.read.parquet(str(root / "dc1.parquet")), spark.read.parquet(str(root / "dc2.parquet"))
-    nodes = [r.select("node_id").limit(1).collect()[0][0] for r in (r1, r2)]
-    marks = [{m["origin"]: int(m["mark"]) for m in T.dedup_marks(r).collect()} for r in (r1, r2)]
-    c = T.classify(T.side_state(r1), T.side_state(r2), node1=nodes[0], node2=nodes[1],
-                   marks1=marks[0], marks2=marks[1])  # fmt: skip
-    counts: dict[str, int] = {}
-    for row in T.summarize(c).collect():
-        counts[row["class"]] = counts.get(row["class"], 0) + row["count"]
-    return counts
 
 
 def datacompy_compare(spark: Any, root: Path) -> str:
@@ -63,36 +60,114 @@ def datacompy_compare(spark: Any, root: Path) -> str:
     return str(cmp.report())[:200]
 
 
+def join_classify(spark: Any, root: Path) -> dict[str, int]:
+    """The straightforward job this one replaced: both sides' states fully joined and classified."""
+    r1, r2 = spark.read.parquet(str(root / "dc1.parquet")), spark.read.parquet(str(root / "dc2.parquet"))
+    nodes = [r.select("node_id").limit(1).collect()[0][0] for r in (r1, r2)]
+    marks = [{m["origin"]: int(m["mark"]) for m in T.dedup_marks(r).collect()} for r in (r1, r2)]
+    c = T.classify(T.side_state(r1), T.side_state(r2), node1=nodes[0], node2=nodes[1],
+                   marks1=marks[0], marks2=marks[1])  # fmt: skip
+    counts: dict[str, int] = {}
+    for row in T.summarize(c).collect():
+        counts[row["class"]] = counts.get(row["class"], 0) + row["count"]
+    return counts
+
+
+def jvm_pid(spark: Any) -> int:
+    return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+
+
+def peak_rss_mb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) // 1024
+    return -1
+
+
+def reset_peak(pid: int) -> bool:
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
+
+
+def one_round(spark: Any, root: Path, pid: int, ids_per_range: int, baseline: bool) -> dict[str, Any]:
+    both = spark.read.parquet(str(root / "dc1.parquet"), str(root / "dc2.parquet"))
+    noop = lambda df: df.write.format("noop").mode("overwrite").save()  # noqa: E731
+    out: dict[str, Any] = {}
+    out["scan_all_s"], _ = timed(lambda: noop(both))
+    out["scan_needed_s"], _ = timed(lambda: noop(both.select(*NEEDED)))
+    out["peak_reset"] = reset_peak(pid)
+    opts = Options(ids_per_range=ids_per_range)
+    out["reconcile_s"], out["result"] = timed(
+        lambda: reconcile(spark, root / "dc1.parquet", root / "dc2.parquet", opts)
+    )
+    out["jvm_peak_rss_mb"] = peak_rss_mb(pid)
+    if baseline:
+        out["join_classify_s"], out["join_counts"] = timed(lambda: join_classify(spark, root))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("root", type=Path)
     p.add_argument("--skip-export", action="store_true")
     p.add_argument("--datacompy", action="store_true")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--shuffle-partitions", type=int, default=4)
+    p.add_argument("--join-baseline", action="store_true", help="also time the plain join-and-classify")
+    p.add_argument("--ids-per-range", type=int, default=Options().ids_per_range)
     args = p.parse_args(argv)
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"cpus": os.cpu_count(), "shuffle_partitions": args.shuffle_partitions}
     if not args.skip_export:
         out["export_s"], exports = timed(lambda: export_pair(args.root))
         out["records"] = {s: e["records"] for s, e in exports.items()}
-    spark = spark_session("local[2]", shuffle_partitions=8)
+    spark = spark_session("local[2]", shuffle_partitions=args.shuffle_partitions)
+    pid = jvm_pid(spark)
     both = spark.read.parquet(str(args.root / "dc1.parquet"), str(args.root / "dc2.parquet"))
     both.write.format("noop").mode("overwrite").save()  # warm-up: JVM, file listing, page cache
-    out["scan_all_s"], _ = timed(lambda: both.write.format("noop").mode("overwrite").save())
-    out["scan_needed_s"], _ = timed(
-        lambda: both.select(*NEEDED).write.format("noop").mode("overwrite").save()
-    )
-    out["reconcile_s"], counts = timed(lambda: reconcile_counts(spark, args.root))
+    rounds = [
+        one_round(spark, args.root, pid, args.ids_per_range, args.join_baseline) for _ in range(args.repeat)
+    ]
+    for key in ("scan_all_s", "scan_needed_s", "reconcile_s"):
+        out[key] = spread([r[key] for r in rounds])
+    # ratios per round (scan and reconcile of the same round share the machine's load at that time)
+    out["ratio_vs_scan_all"] = spread([r["reconcile_s"] / r["scan_all_s"] for r in rounds])
+    out["ratio_vs_scan_needed"] = spread([r["reconcile_s"] / r["scan_needed_s"] for r in rounds])
+    if args.join_baseline:
+        out["join_classify_s"] = spread([r["join_classify_s"] for r in rounds])
+        out["join_classify_over_reconcile"] = spread(
+            [r["join_classify_s"] / r["reconcile_s"] for r in rounds]
+        )
+        out["join_counts_equal"] = all(r["join_counts"] == rounds[-1]["result"]["counts"] for r in rounds)
+    out["jvm_peak_rss_mb_reconcile"] = max(r["jvm_peak_rss_mb"] for r in rounds)
+    out["jvm_peak_reset"] = all(r["peak_reset"] for r in rounds)
+    result = rounds[-1]["result"]
     truth = json.loads((args.root / "truth.json").read_text())
-    out["matches_truth"] = all(counts.get(k, 0) == v for k, v in truth.items() if k != "total")
-    out["ratio_vs_scan_all"] = round(out["reconcile_s"] / out["scan_all_s"], 2)
-    out["ratio_vs_scan_needed"] = round(out["reconcile_s"] / out["scan_needed_s"], 2)
+    out["counts"] = result["counts"]
+    out["matches_truth"] = all(result["counts"].get(k, 0) == v for k, v in truth.items() if k != "total")
+    out["diverged_collected"] = len(result["diverged"])
     if args.datacompy:
         out["datacompy_s"], _ = timed(lambda: datacompy_compare(spark, args.root))
-        out["datacompy_over_reconcile"] = round(out["datacompy_s"] / out["reconcile_s"], 2)
-    out["driver_max_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
-    out["counts"] = counts
-    print(json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in out.items()}))
+        out["datacompy_over_reconcile"] = spread([out["datacompy_s"] / r["reconcile_s"] for r in rounds])
+    out["jvm_peak_rss_mb_session"] = peak_rss_mb(pid)
+    out["python_max_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    print(json.dumps(_rounded(out)))
     spark.stop()
     return 0
+
+
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 2)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    return value
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -58,23 +57,20 @@ def load_side(spark: SparkSession, name: str, path: Path) -> Side:
 
 
 def reconcile(spark: SparkSession, path1: Path, path2: Path, opts: Options | None = None) -> dict[str, Any]:
-    """Read both journals once each (plus one light pass for marks and extents), resolve every side's
-    acks in one shuffle, compare per-range checksums and join only the ranges that differ."""
+    """Data-diff reconciliation (``ranges``): one pass per side for range checksums, dedup marks and
+    store-and-forward checksums, then an exact classification of what differs (a filtered second read)."""
     opts = opts or Options()
     started = time.monotonic()
     say = opts.progress
     sides = [load_side(spark, opts.names[0], path1), load_side(spark, opts.names[1], path2)]
     records = [s.records for s in sides if s.records is not None]
-    facts = _facts(records)
-    marks = [f["marks"] for f in facts]
+    say("reading journals: checksums per identity range")
+    diff = _range_diff(records, opts.ids_per_range)
+    marks = diff.marks
     say(f"dedup marks: {opts.names[0]} {marks[0]}, {opts.names[1]} {marks[1]}")
-    say("reading journals and resolving acknowledgements")
-    refs = [T.reference_rows(r).persist(StorageLevel.MEMORY_AND_DISK) for r in records]
-    states = [T.state_of(r) for r in refs]
-    verdicts = R.range_verdicts(states[0], states[1], opts.ids_per_range).cache()
-    in_sync = [r.asDict() for r in R.in_sync_by_address(verdicts).collect()]
-    say("classifying the identity ranges that differ")
-    detail = [R.in_ranges(s, verdicts, opts.ids_per_range) for s in states]
+    say(f"{diff.differing} of {diff.ranges} identity ranges differ: classifying them")
+    rows = [R.candidates(r, diff.buckets[i], opts.ids_per_range).cache() for i, r in enumerate(records)]
+    detail = [_in_differing(spark, T.state_of(r), diff, opts.ids_per_range) for r in rows]
     classified = T.classify(
         detail[0],
         detail[1],
@@ -84,16 +80,17 @@ def reconcile(spark: SparkSession, path1: Path, path2: Path, opts: Options | Non
         marks2=marks[1],
         names=opts.names,
     ).cache()
-    summary = _merge_in_sync([r.asDict() for r in T.summarize(classified).collect()], in_sync)
+    summary = _merge_in_sync([r.asDict() for r in T.summarize(classified).collect()], diff.in_sync)
     window = T.divergence_window(classified).collect()[0].asDict()
     say("timeline, recovery-point gap, repair plan")
     bucket = _bucket_ms(window, opts.buckets)
     timeline = (
         [r.asDict() for r in T.timeline(classified, bucket).orderBy("bucket_ms").collect()] if bucket else []
     )
-    side_info = {s.name: _side_info(s, f, r) for s, f, r in zip(sides, facts, refs, strict=True)}
+    extents = _extents(records)
+    side_info = {s.name: _side_info(s, e, _gap(r)) for s, e, r in zip(sides, extents, rows, strict=True)}
     actions = _actionable(classified, opts)
-    for frame in (*refs, verdicts, classified):
+    for frame in (*rows, classified):
         frame.unpersist()
     result = _result(sides, summary, window, timeline, side_info, actions, opts)
     result["seconds"] = round(time.monotonic() - started, 3)
@@ -101,19 +98,79 @@ def reconcile(spark: SparkSession, path1: Path, path2: Path, opts: Options | Non
     return result
 
 
-def _facts(records: list[DataFrame]) -> list[dict[str, Any]]:
-    """Dedup marks, last record time and record count of both sides, in one job."""
-    tagged = [T.journal_facts(r).withColumn("side", F.lit(i)) for i, r in enumerate(records)]
-    rows = tagged[0].unionByName(tagged[1]).collect()
-    out: list[dict[str, Any]] = [{"marks": {}, "last_ms": None, "records": 0} for _ in records]
-    for row in rows:
-        f = out[row["side"]]
-        if row["origin"] is not None and row["mark"] is not None:
-            f["marks"][row["origin"]] = int(row["mark"])
-        f["records"] += row["records"]
-        if row["last_ms"] is not None and (f["last_ms"] is None or row["last_ms"] > f["last_ms"]):
-            f["last_ms"] = row["last_ms"]
+def _extents(records: list[DataFrame]) -> list[dict[str, Any]]:
+    """Last record time and record count of both sides in one job (from Parquet footers when the
+    session pushes aggregates down)."""
+    out: list[dict[str, Any]] = [{"last_ms": None, "records": 0} for _ in records]
+    extents = [T.last_record_ms(r).withColumn("side", F.lit(i)) for i, r in enumerate(records)]
+    for row in extents[0].unionByName(extents[1]).collect():
+        out[row["side"]].update(last_ms=row["last_ms"], records=row["records"])
     return out
+
+
+def _gap(rows: DataFrame) -> dict[str, Any]:
+    return {r["kind"]: {"count": r["count"], "oldest_ms": r["oldest_ms"]} for r in T.gap_of(rows).collect()}
+
+
+@dataclass
+class RangeDiff:
+    ranges: int = 0
+    differing: int = 0
+    everything: bool = False  # an input the tokens cannot vouch for: classify every reference
+    rids: list[int] = field(default_factory=list)  # the differing ranges
+    # per side: the (queue, local id bucket) pairs pass 2 reads (differing ranges, unacked SNF refs)
+    buckets: list[list[tuple[str, int]]] = field(default_factory=lambda: [[], []])
+    in_sync: list[dict[str, Any]] = field(default_factory=list)  # (address, count) of equal ranges
+    marks: list[dict[str, int]] = field(default_factory=lambda: [{}, {}])  # per side: origin -> mark
+
+
+def _range_diff(records: list[DataFrame], ids_per_range: int) -> RangeDiff:
+    """Pass 1 on both sides in one job; the comparison itself is small and done here."""
+    sums = [R.range_sums(r, i + 1, ids_per_range).withColumn("side", F.lit(i)) for i, r in enumerate(records)]
+    diff = RangeDiff()
+    by_rid: dict[int, list[dict[str, Any] | None]] = {}
+    for row in sums[0].unionByName(sums[1]).toArrow().to_pylist():
+        side = row["side"]
+        if row["kind"] == R.MARK:
+            if row["mark"] is not None:
+                diff.marks[side][row["r_queue"]] = int(row["mark"])
+        elif row["kind"] == R.SNF:
+            if row["refs"] or row["hi"] or row["lo"]:  # some reference there is not acknowledged
+                diff.buckets[side].append((row["r_queue"], row["local_bucket"]))
+        else:
+            _add_range(by_rid.setdefault(row["rid"], [None, None]), side, row)
+            diff.everything = diff.everything or bool(row["no_identity"])
+    in_sync: dict[str | None, int] = {}
+    for rid, (a, b) in by_rid.items():
+        if not diff.everything and a and b and all(a[k] == b[k] for k in ("refs", "hi", "lo")):
+            in_sync[a["r_address"]] = in_sync.get(a["r_address"], 0) + a["refs"]
+            continue
+        diff.rids.append(rid)
+        for side, total in enumerate((a, b)):
+            if total is not None:
+                diff.buckets[side].extend((total["r_queue"], lb) for lb in total["local_buckets"])
+    diff.ranges, diff.differing = len(by_rid), len(diff.rids)
+    diff.in_sync = [{"address": a, "count": n} for a, n in in_sync.items()]
+    return diff
+
+
+def _add_range(pair: list[dict[str, Any] | None], side: int, row: dict[str, Any]) -> None:
+    total = pair[side]
+    if total is None:
+        total = pair[side] = {**row, "local_buckets": []}
+    else:
+        for k in ("refs", "hi", "lo"):
+            total[k] += row[k]
+    total["local_buckets"].append(row["local_bucket"])
+
+
+def _in_differing(spark: SparkSession, states: DataFrame, diff: RangeDiff, ids: int) -> DataFrame:
+    """The states of pass 2 that lie in a differing range (pass 2 reads whole local id buckets)."""
+    if diff.everything:
+        return states
+    rids = F.broadcast(spark.createDataFrame([(r,) for r in diff.rids], "rid bigint"))
+    picked = states.withColumn("rid", R.rid_of_state(states, ids)).join(rids, "rid", "left_semi")
+    return picked.drop("rid")
 
 
 def _merge_in_sync(summary: list[dict[str, Any]], in_sync: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -134,14 +191,13 @@ def _bucket_ms(window: dict[str, Any], buckets: int) -> int:
     return max(1, -(-span // max(1, buckets)))
 
 
-def _side_info(side: Side, facts: dict[str, Any], refs: DataFrame) -> dict[str, Any]:
-    gap = {r["kind"]: {"count": r["count"], "oldest_ms": r["oldest_ms"]} for r in T.gap_of(refs).collect()}
+def _side_info(side: Side, extent: dict[str, Any], gap: dict[str, Any]) -> dict[str, Any]:
     oldest = min((g["oldest_ms"] for g in gap.values() if g["oldest_ms"] is not None), default=None)
-    last_ms = facts["last_ms"]
+    last_ms = extent["last_ms"]
     return {
         "node_id": side.node_id,
         "path": str(side.path),
-        "records": facts["records"],
+        "records": extent["records"],
         "last_ms": last_ms,
         "unmirrored_messages": gap.get("message", {}).get("count", 0),
         "unmirrored_events": gap.get("event", {}).get("count", 0),

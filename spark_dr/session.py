@@ -20,6 +20,8 @@ def spark_session(
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.driver.memory", "2g")
+        # count and max of a whole Parquet file from its footers (a journal's extent)
+        .config("spark.sql.parquet.aggregatePushdown", "true")
     )
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

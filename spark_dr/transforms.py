@@ -21,17 +21,21 @@ and never received by the other).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from .identity import MIRROR_PREFIX
+
+Pick = Callable[[DataFrame], DataFrame]
 
 KEY = ["identity_broker", "identity_id", "queue"]
 CLASSES = ["in_sync", "one_side_only", "acked_one_side", "consumed_both", "payload_differs", "orphan_ack"]
 ACK_NORMAL = 0
 
 
-def _internal(col: Column) -> Column:
+def internal(col: Column) -> Column:
     return col.startswith(MIRROR_PREFIX)
 
 
@@ -49,10 +53,10 @@ _SEND_COLUMNS = [
 
 def message_refs(records: DataFrame) -> DataFrame:
     """One row per (message, queue) reference of client messages; mirror internals excluded."""
-    return _send_refs(records).filter(~_internal(F.col("address")) & ~_internal(F.col("queue")))
+    return all_send_refs(records).filter(~internal(F.col("address")) & ~internal(F.col("queue")))
 
 
-def _send_refs(records: DataFrame) -> DataFrame:
+def all_send_refs(records: DataFrame) -> DataFrame:
     """Every (send, queue) reference, store-and-forward queues included."""
     sends = records.filter(F.col("event") == "send")
     return sends.select(
@@ -68,10 +72,10 @@ def _send_refs(records: DataFrame) -> DataFrame:
 
 
 def message_acks(records: DataFrame) -> DataFrame:
-    return _all_acks(records).filter(~_internal(F.col("queue")))
+    return all_acks(records).filter(~internal(F.col("queue")))
 
 
-def _all_acks(records: DataFrame) -> DataFrame:
+def all_acks(records: DataFrame) -> DataFrame:
     acks = records.filter((F.col("event") == "ack") & F.col("queue").isNotNull())
     return acks.select(
         F.col("node_id").alias("ack_node_id"),
@@ -85,28 +89,32 @@ def _all_acks(records: DataFrame) -> DataFrame:
     )
 
 
-def reference_rows(records: DataFrame) -> DataFrame:
-    """Every reference of one side joined with its acknowledgement: one shuffle serves both the message
-    states (``side_state``) and the recovery-point gap (``gap_of``).
+def reference_rows(records: DataFrame, pick: Pick | None = None) -> DataFrame:
+    """Every reference of one side joined with its acknowledgement (store-and-forward queues included).
 
-    Store-and-forward references keep only what the gap needs (no digest); a client queue's reference
-    to a message on a mirror-internal address is dropped, as ``message_refs`` drops it."""
-    refs = _send_refs(records)
-    internal_q = _internal(F.col("queue"))
-    refs = refs.filter(internal_q | ~_internal(F.col("address"))).withColumn(
-        "digest", F.when(~internal_q, F.col("digest"))
-    )
-    return refs.join(_all_acks(records), ["message_id", "queue"], "full_outer")
+    A client queue's reference to a message on a mirror-internal address is dropped, as
+    ``message_refs`` drops it. ``pick``, applied to the sends and the acks alike before the join, selects
+    (message id, queue) pairs to resolve."""
+    refs = all_send_refs(records)
+    refs = refs.filter(internal(F.col("queue")) | ~internal(F.col("address")))
+    acks = all_acks(records)
+    if pick is not None:
+        refs, acks = pick(refs), pick(acks)
+    return refs.join(acks, ["message_id", "queue"], "full_outer")
 
 
 def side_state(records: DataFrame) -> DataFrame:
     """Per reference on one side: status (live / acked / orphan_ack), consumption, digest, position."""
-    return state_of(reference_rows(records))
+    return reference_state(records)
+
+
+def reference_state(records: DataFrame, pick: Pick | None = None) -> DataFrame:
+    return state_of(reference_rows(records, pick))
 
 
 def state_of(joined: DataFrame) -> DataFrame:
     """``side_state`` from ``reference_rows``: the client-queue references only."""
-    joined = joined.filter(~_internal(F.col("queue")))
+    joined = joined.filter(~internal(F.col("queue")))
     has_add = F.col("identity_id").isNotNull()
     status = F.when(~has_add, "orphan_ack").when(F.col("ack_reason").isNull(), "live").otherwise("acked")
     consumed = (F.col("ack_reason") == ACK_NORMAL) & ~F.coalesce(F.col("ack_via_mirror"), F.lit(False))
@@ -131,30 +139,19 @@ def state_of(joined: DataFrame) -> DataFrame:
     )
 
 
-_DEDUP = "mirror.dedup."
+DEDUP = "mirror.dedup."
 
 
 def dedup_marks(records: DataFrame) -> DataFrame:
     """(origin, mark): the highest message id this side's mirror target accepted from each origin."""
-    marks = records.filter((F.col("event") == "meta") & F.col("meta_key").startswith(_DEDUP))
+    marks = records.filter((F.col("event") == "meta") & F.col("meta_key").startswith(DEDUP))
     return marks.groupBy(_dedup_origin().alias("origin")).agg(
         F.max(F.col("meta_value").try_cast("bigint")).alias("mark")
     )
 
 
 def _dedup_origin() -> Column:
-    return F.substring(F.col("meta_key"), len(_DEDUP) + 1, 1000)
-
-
-def journal_facts(records: DataFrame) -> DataFrame:
-    """One pass for the dedup marks and the journal's extent: per origin (null for records that are not
-    dedup marks) the highest mark, the last timestamp and the number of records."""
-    is_mark = (F.col("event") == "meta") & F.col("meta_key").startswith(_DEDUP)
-    return records.groupBy(F.when(is_mark, _dedup_origin()).alias("origin")).agg(
-        F.max(F.when(is_mark, F.col("meta_value").try_cast("bigint"))).alias("mark"),
-        F.max("timestamp_ms").alias("last_ms"),
-        F.count(F.lit(1)).alias("records"),
-    )
+    return F.substring(F.col("meta_key"), len(DEDUP) + 1, 1000)
 
 
 def _marks_map(marks: dict[str, int]) -> Column:
@@ -249,8 +246,8 @@ def unmirrored(records: DataFrame) -> DataFrame:
 
 def gap_of(joined: DataFrame) -> DataFrame:
     """``unmirrored`` from ``reference_rows``: store-and-forward references without an ack."""
-    live = joined.filter(_internal(F.col("queue")) & F.col("sent") & F.col("acked").isNull())
-    kind = F.when(_internal(F.col("address")), "event").otherwise("message")
+    live = joined.filter(internal(F.col("queue")) & F.col("sent") & F.col("acked").isNull())
+    kind = F.when(internal(F.col("address")), "event").otherwise("message")
     return live.groupBy(kind.alias("kind")).agg(
         F.count(F.lit(1)).alias("count"), F.min("sent_ms").alias("oldest_ms")
     )
