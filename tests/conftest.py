@@ -58,3 +58,13 @@ def rhea() -> rhea_peer.Rhea:
     """Starts rhea send/receive clients against any URL (see ``tests.peers.rhea.Rhea``)."""
     require("rhea", *rhea_peer.availability())
     return rhea_peer.Rhea()
+
+
+@pytest.fixture(autouse=True)
+def _no_broker_left_running() -> Iterator[None]:
+    """Kill any broker process a test started and did not stop (a failed assertion skips its cleanup)."""
+    yield
+    from tests.support.broker import RUNNING
+
+    for broker in list(RUNNING):
+        broker.kill()

@@ -13,6 +13,10 @@ from tests.peers.ports import LOOPBACK, free_port, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
+# Every broker process a test started, so that a failing test cannot leave one running (conftest kills
+# what is still alive after each test).
+RUNNING: set[BrokerProcess] = set()
+
 USERS = "admin = secret\nalice = wonderland\nbob = builder\n"
 ROLES = "amq = admin\nproducers = alice\nconsumers = bob\n"
 
@@ -76,7 +80,7 @@ def broker_xml(
 """
 
 
-@dataclass
+@dataclass(eq=False)
 class BrokerProcess:
     """Start with `start()`; `kill()` is SIGKILL, `stop()` is SIGTERM and waits for exit 0."""
 
@@ -119,6 +123,7 @@ class BrokerProcess:
             env=env,
         )
         log.close()
+        RUNNING.add(self)
         wait_until(lambda: self._ready(), timeout, f"broker {self.name} to listen on port {self.port}")
         return self
 
@@ -135,12 +140,21 @@ class BrokerProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(timeout=10)
+        RUNNING.discard(self)
 
     def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM and wait for the exit code; a broker that does not exit in time is killed (and -9)."""
         if self.proc is None or self.proc.poll() is not None:
+            RUNNING.discard(self)
             return self.proc.returncode if self.proc else 0
         self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=timeout)
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return -9
+        finally:
+            RUNNING.discard(self)
 
     def cpu_seconds(self) -> float:
         assert self.proc is not None
