@@ -62,9 +62,13 @@ def rhea() -> rhea_peer.Rhea:
 
 @pytest.fixture(autouse=True)
 def _no_broker_left_running() -> Iterator[None]:
-    """Kill any broker process a test started and did not stop (a failed assertion skips its cleanup)."""
-    yield
+    """Kill any broker process this test started and did not stop (a failed assertion skips its cleanup).
+
+    Brokers of module- or session-scoped fixtures were started before this fixture ran and are left alone.
+    """
     from tests.support.broker import RUNNING
 
-    for broker in list(RUNNING):
+    before = set(RUNNING)
+    yield
+    for broker in list(RUNNING - before):
         broker.kill()
