@@ -1,9 +1,8 @@
 """The mirror target: apply a remote broker's events idempotently, then answer Accepted once durable.
 
-- Messages: deduplicated per origin broker by id (ids from one origin arrive in increasing order on its
-  ordered link, so a persisted high-water mark per origin suffices and survives restarts), stored with
-  their (origin broker, origin id) identity, routed with `server.mirror_context` set so that our own
-  mirror sources do not reflect them.
+- Messages: deduplicated per origin broker by id (`RecentIds`: an exact window of recent ids and a floor
+  below it; the highest id is persisted), stored with their (origin broker, origin id) identity, routed
+  with `server.mirror_context` set so that our own mirror sources do not reflect them.
 - postAck: the message is found by identity on the named queue; when it is not there yet (or is out to
   a local consumer) the ack is kept as a persisted retry and tried again, a bounded number of times.
 - Address/queue events: create if missing, delete if present; errors are logged, never refused.
