@@ -30,7 +30,6 @@ from .amqp.performatives import (
     Modified,
     Open,
     Rejected,
-    Released,
     Source,
     Target,
     symbols,
@@ -628,20 +627,7 @@ class BrokerEndpoint:
             if state is None and not settled:
                 continue
             del unsettled[i]
-            if state is None or isinstance(state, Accepted):
-                srv.acknowledge(ref)
-            elif isinstance(state, Released):
-                srv.release(ref, delivery_failed=False)
-            elif isinstance(state, Modified):
-                srv.release(
-                    ref,
-                    delivery_failed=bool(state.delivery_failed),
-                    undeliverable=bool(state.undeliverable_here),
-                )
-            elif isinstance(state, Rejected):
-                srv.dead_letter(ref)
-            else:
-                srv.release(ref, delivery_failed=False)
+            apply_outcome(srv, ref, state)
             if not settled:
                 confirm.append(i)
         if confirm:
@@ -708,6 +694,25 @@ class BrokerEndpoint:
             for link in list(session.local_links.values()):
                 self._link_gone(link, closed=False)
         self.pending_accepts.clear()
+
+
+def apply_outcome(server: Server, ref: MessageRef, state: Any) -> None:
+    """What a consumer's outcome means for the message, with Artemis's semantics.
+
+    Accepted (or settled without one) acknowledges; Rejected dead-letters; Modified counts a failed
+    delivery only when it says so and dead-letters when undeliverable here; Released and anything else
+    redelivers without counting an attempt.
+    """
+    if state is None or isinstance(state, Accepted):
+        server.acknowledge(ref)
+    elif isinstance(state, Rejected):
+        server.dead_letter(ref)
+    elif isinstance(state, Modified):
+        server.release(
+            ref, delivery_failed=bool(state.delivery_failed), undeliverable=bool(state.undeliverable_here)
+        )
+    else:
+        server.release(ref, delivery_failed=False)
 
 
 def _ids(first: int, last: int, present: dict[int, Any]) -> list[int]:

@@ -104,10 +104,7 @@ class Server:
             {u.name: u.password for u in config.users},
             {u.name: config.roles_of(u.name) for u in config.users},
         )
-        rules = {
-            s.match: {Permission(p.value): roles for p, roles in s.permissions.items()}
-            for s in config.security_settings
-        }
+        rules = {s.match: dict(s.permissions) for s in config.security_settings}
         self.authorizer = Authorizer(config.security_enabled, SecuritySettings(rules), self.user_store)
         self.management = Management(self)
         self.scram_secret = secrets.token_bytes(32)  # fake SCRAM salts for unknown users stay stable

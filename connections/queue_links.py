@@ -20,17 +20,15 @@ from broker_core.amqp import errors
 from broker_core.amqp.codec import DecodeError, Symbol
 from broker_core.amqp.performatives import (
     ACCEPTED_BYTES,
-    Accepted,
     Attach,
     Error,
-    Modified,
     Rejected,
-    Released,
     Source,
     Target,
 )
 from broker_core.config.model import LinkKind, LinkSettings
 from broker_core.message import MessageView
+from broker_core.protocol import apply_outcome
 from broker_core.queues import MessageRef, Queue, delivery_payload
 from filters.wildcard import matcher_for
 
@@ -228,21 +226,7 @@ class QueueLinks:
             return
         if consumer.inflight.pop(id(context), None) is None or context.consumer is None:
             return
-        srv = self.server
-        if state is None or isinstance(state, Accepted):
-            srv.acknowledge(context)
-        elif isinstance(state, Rejected):
-            srv.dead_letter(context)
-        elif isinstance(state, Modified):
-            srv.release(
-                context,
-                delivery_failed=bool(state.delivery_failed),
-                undeliverable=bool(state.undeliverable_here),
-            )
-        elif isinstance(state, Released):
-            srv.release(context, delivery_failed=False)
-        else:
-            srv.release(context, delivery_failed=False)
+        apply_outcome(self.server, context, state)
 
     def detached_all(self, conn: OutboundConnection) -> None:
         """Connection gone: unacknowledged messages go back to their queues (no attempt counted)."""

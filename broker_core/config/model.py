@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from broker_core.security.authorization import Permission
 from filters.wildcard import best_matches
 
 
@@ -63,21 +64,6 @@ class SlowConsumerUnit(StrEnum):
 class DeletionPolicy(StrEnum):
     OFF = "OFF"
     FORCE = "FORCE"
-
-
-class Permission(StrEnum):
-    CREATE_ADDRESS = "createAddress"
-    DELETE_ADDRESS = "deleteAddress"
-    CREATE_DURABLE_QUEUE = "createDurableQueue"
-    DELETE_DURABLE_QUEUE = "deleteDurableQueue"
-    CREATE_NON_DURABLE_QUEUE = "createNonDurableQueue"
-    DELETE_NON_DURABLE_QUEUE = "deleteNonDurableQueue"
-    SEND = "send"
-    CONSUME = "consume"
-    MANAGE = "manage"
-    BROWSE = "browse"
-    VIEW = "view"
-    EDIT = "edit"
 
 
 class LinkKind(StrEnum):

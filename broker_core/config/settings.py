@@ -8,11 +8,11 @@ from broker_core.config.model import (
     ADDRESS_SETTING_SIZES,
     AddressSettingEntry,
     AddressSettings,
-    Permission,
     SecuritySetting,
 )
 from broker_core.config.values import BadValue, parse_enum, split_list
 from broker_core.config.xmlread import Element, Reader, converter_for, local_name
+from broker_core.security.authorization import Permission
 
 _MINIMUMS = {
     "redelivery_delay": 0,
