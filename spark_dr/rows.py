@@ -1,8 +1,12 @@
 """Journal records as flat rows: one row per record, the columns reconciliation needs.
 
 This module has no Spark dependency: the Spark data source, the Parquet export and the benchmark all
-read through ``journal_rows``. Queue names are resolved while reading (queues are few); the identity of
-an acknowledged message is not (that needs every message id: a join, done in Spark by the transforms).
+read through ``journal_rows``. Resolved while reading, in the broker's replay order: queue names (queues
+are few) and the mirror identity of acknowledgements and delivery counts, from the send of the message
+they name. For that the reader keeps the identity of every *live* message (local id -> identity and the
+queues still referencing it, as the broker's replay does: a reference dies with its ack or its queue), so
+its memory follows the live messages, not the journal. An ack whose message is not live at that point
+(never in this journal, or already settled on every queue) keeps a null identity: an orphan.
 """
 
 from __future__ import annotations
@@ -36,8 +40,8 @@ COLUMNS: list[tuple[str, str]] = [
     ("message_id", "bigint"),  # the local id (sends and acks)
     ("origin_broker_id", "string"),  # as journalled: null for a locally produced message
     ("origin_message_id", "bigint"),
-    ("identity_broker", "string"),  # sends: origin, or own node id; or the origin a repair stamped
-    ("identity_id", "bigint"),
+    ("identity_broker", "string"),  # origin, or own node id, or the origin a repair stamped; acks and
+    ("identity_id", "bigint"),  # delivery counts: their message's (null when it is not live: an orphan)
     ("address", "string"),
     ("queue", "string"),  # acks and queue events
     ("queues", "array<string>"),  # sends: every queue the message was routed to
@@ -73,21 +77,24 @@ def journal_dir(directory: Path) -> Path:
     return directory
 
 
-def journal_rows(directory: Path) -> Iterator[Row]:
-    """Every record of the journal in replay order, as a row of ``COLUMNS`` (read-only)."""
+def journal_rows(directory: Path, live: LiveMessages | None = None) -> Iterator[Row]:
+    """Every record of the journal in replay order, as a row of ``COLUMNS`` (read-only); ``live`` is
+    the live-message table to fill (a fresh one by default)."""
     directory = journal_dir(directory)
     node = read_node_id(directory)
     queues: dict[int, tuple[str, str]] = {}  # queue id -> (name, address)
+    live = LiveMessages() if live is None else live
     blank: list[Any] = [None] * len(COLUMNS)
     for (seg, off), rec in iter_records(directory):
         row = list(blank)
         row[0], row[1], row[2] = node, seg, off
         if isinstance(rec, MessageAdded):
-            _send(row, node, rec, queues)
+            live.add(rec.message_id, _send(row, node, rec, queues), rec.queue_ids)
         elif isinstance(rec, MessageAcked):
             name, address = queues.get(rec.queue_id, (f"#{rec.queue_id}", None))
             row[3], row[4], row[9], row[10] = "ack", rec.message_id, address, name
             row[12], row[13], row[14] = rec.reason, rec.via_mirror, rec.timestamp_ms
+            row[7], row[8] = live.ack(rec.message_id, rec.queue_id)
         elif isinstance(rec, MetaRecord):
             row[3], row[19] = "meta", rec.key
             row[20] = rec.value[:256].decode("utf-8", "replace")
@@ -97,6 +104,7 @@ def journal_rows(directory: Path) -> Iterator[Row]:
         elif isinstance(rec, QueueRemoved):
             name, address = queues.get(rec.queue_id, (f"#{rec.queue_id}", None))
             row[3], row[9], row[10] = "queue_delete", address, name
+            live.queue_removed(rec.queue_id)
         elif isinstance(rec, AddressAdded):
             row[3], row[9] = "address_create", rec.name
         elif isinstance(rec, AddressRemoved):
@@ -104,12 +112,80 @@ def journal_rows(directory: Path) -> Iterator[Row]:
         elif isinstance(rec, DeliveryCountUpdated):
             name, address = queues.get(rec.queue_id, (f"#{rec.queue_id}", None))
             row[3], row[4], row[9], row[10] = "delivery_count", rec.message_id, address, name
+            row[7], row[8] = live.identity(rec.message_id)
         elif isinstance(rec, HighestIds):
             row[3], row[4] = "highest_ids", rec.message_id
         yield tuple(row)
 
 
-def _send(row: list[Any], node: str, rec: MessageAdded, queues: dict[int, tuple[str, str]]) -> None:
+_NONE: tuple[None, None] = (None, None)
+
+
+class LiveMessages:
+    """The identity of every live message of a journal being replayed, and the queues referencing it.
+
+    An entry is the tuple (identity broker, identity id, queue id, ...) of the queues still referencing
+    the message; it is dropped when the last of them is acknowledged or removed. Broker ids are shared
+    strings, so an entry costs about 200 bytes."""
+
+    def __init__(self) -> None:
+        self.entries: dict[int, tuple[Any, ...]] = {}
+        self.refs: dict[int, int] = {}  # queue id -> live references (a removal scans only when > 0)
+        self.brokers: dict[str, str] = {}
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def add(self, message_id: int, identity: tuple[str, int], queue_ids: tuple[int, ...]) -> None:
+        if not queue_ids:
+            return
+        old = self.entries.get(message_id)
+        if old is not None:  # a second MessageAdded with the same id replaces the first
+            self._unref(old[2:])
+        broker = self.brokers.setdefault(identity[0], identity[0])
+        self.entries[message_id] = (broker, identity[1], *queue_ids)
+        refs = self.refs
+        for q in queue_ids:
+            refs[q] = refs.get(q, 0) + 1
+
+    def identity(self, message_id: int) -> tuple[Any, Any]:
+        entry = self.entries.get(message_id)
+        return _NONE if entry is None else (entry[0], entry[1])
+
+    def ack(self, message_id: int, queue_id: int) -> tuple[Any, Any]:
+        """The identity of the acknowledged message (None, None when it is not live); the reference dies."""
+        entry = self.entries.get(message_id)
+        if entry is None:
+            return _NONE
+        if queue_id in entry[2:]:
+            rest = tuple(q for q in entry[2:] if q != queue_id)
+            self.refs[queue_id] -= len(entry) - 2 - len(rest)
+            if rest:
+                self.entries[message_id] = (entry[0], entry[1], *rest)
+            else:
+                del self.entries[message_id]
+        return entry[0], entry[1]
+
+    def queue_removed(self, queue_id: int) -> None:
+        if not self.refs.pop(queue_id, 0):
+            return
+        for mid, entry in list(self.entries.items()):
+            if queue_id in entry[2:]:
+                rest = tuple(q for q in entry[2:] if q != queue_id)
+                if rest:
+                    self.entries[mid] = (entry[0], entry[1], *rest)
+                else:
+                    del self.entries[mid]
+
+    def _unref(self, queue_ids: tuple[int, ...]) -> None:
+        for q in queue_ids:
+            if self.refs.get(q):
+                self.refs[q] -= 1
+
+
+def _send(
+    row: list[Any], node: str, rec: MessageAdded, queues: dict[int, tuple[str, str]]
+) -> tuple[str, int]:
     identity = repair_origin(rec.body) if not rec.via_mirror else None
     if identity is None:
         if rec.origin_broker_id is not None and rec.origin_message_id is not None:
@@ -122,3 +198,4 @@ def _send(row: list[Any], node: str, rec: MessageAdded, queues: dict[int, tuple[
     row[13], row[14], row[15] = rec.via_mirror, rec.timestamp_ms, rec.expiry_ms
     row[16], row[17] = payload_digest(rec.body), len(rec.body)
     row[18] = identity != (rec.origin_broker_id or node, rec.origin_message_id or rec.message_id)
+    return identity

@@ -11,13 +11,20 @@ import pytest
 from proton import Message
 
 from broker_core.journal import Journal, load_or_create_node_id
-from broker_core.journal.records import ANYCAST, MessageAcked, MessageAdded, QueueAdded
+from broker_core.journal.records import (
+    ANYCAST,
+    DeliveryCountUpdated,
+    MessageAcked,
+    MessageAdded,
+    QueueAdded,
+    QueueRemoved,
+)
 from spark_dr.identity import REPAIR_ANNOTATION, payload_digest, repair_origin
 from spark_dr.plan import build_plan
 from spark_dr.pushgateway import exposition, write_and_push
 from spark_dr.repair import read_payload
 from spark_dr.report import console_summary, html_report
-from spark_dr.rows import COLUMN_NAMES, journal_rows
+from spark_dr.rows import COLUMN_NAMES, LiveMessages, journal_rows
 
 
 def encoded(body: str, origin: str | None = None) -> bytes:
@@ -49,6 +56,73 @@ def test_rows_resolve_queues_identities_digests_and_positions(tmp_path: Path) ->
     assert (ack["queue"], ack["message_id"], ack["ack_reason"], ack["via_mirror"]) == ("orders", 1, 1, True)
     body = read_payload(tmp_path, sends[2]["segment"], sends[2]["offset"])
     assert repair_origin(body) == ("peer", 40)
+
+
+def test_acks_carry_the_identity_of_the_live_message_they_settle(tmp_path: Path) -> None:
+    """Identity of acks and delivery counts resolved in replay order, across a compaction; an ack for a
+    message not live at that point is an orphan (null identity); settled messages leave the table."""
+    node = load_or_create_node_id(tmp_path)
+    with Journal(tmp_path, fsync=False) as j:
+        j.open()
+        j.append(QueueAdded(7, "orders", "orders", ANYCAST))
+        j.append(QueueAdded(8, "audit", "orders", ANYCAST))
+        j.append(QueueAdded(9, "tmp", "tmp", ANYCAST))
+        j.append(MessageAdded(1, "orders", (7, 8), encoded("a")))  # local, two queues
+        j.append(MessageAdded(2, "orders", (7,), encoded("b"), origin_broker_id="peer", origin_message_id=9,
+                              via_mirror=True))  # fmt: skip
+        j.append(MessageAdded(3, "orders", (7,), encoded("c", origin="peer:40")))  # re-sent by a repair
+        j.append(MessageAdded(4, "tmp", (9,), encoded("d")))
+        j.append(MessageAcked(7, 1))
+        j.append(DeliveryCountUpdated(7, 2, 3))
+        j.flush()
+        j.compact()  # live messages rewritten into a compacted generation, replayed first
+        j.append(MessageAcked(8, 1, via_mirror=True))  # the last reference of message 1
+        j.append(MessageAcked(8, 1))  # a second ack of a settled message: not live any more
+        j.append(MessageAcked(7, 2, reason=1))
+        j.append(MessageAcked(7, 3))
+        j.append(MessageAcked(7, 77))  # never in this journal
+        j.append(QueueRemoved(9))  # message 4's only reference dies with its queue
+        j.append(MessageAcked(9, 4))
+        j.flush()
+    live = LiveMessages()
+    rows = [dict(zip(COLUMN_NAMES, r, strict=True)) for r in journal_rows(tmp_path, live)]
+    got = [(r["queue"], r["message_id"], r["identity_broker"], r["identity_id"], r["via_mirror"])
+           for r in rows if r["event"] == "ack"]  # fmt: skip
+    assert got == [
+        ("audit", 1, node, 1, True),
+        ("audit", 1, None, None, False),
+        ("orders", 2, "peer", 9, False),
+        ("orders", 3, "peer", 40, False),
+        ("orders", 77, None, None, False),
+        ("tmp", 4, None, None, False),
+    ]
+    counts = [
+        (r["message_id"], r["identity_broker"], r["identity_id"])
+        for r in rows
+        if r["event"] == "delivery_count"
+    ]
+    assert counts == [(2, "peer", 9)]  # rewritten by the compaction, before the acks
+    assert len(live) == 0 and not any(live.refs.values())
+
+
+def test_the_live_table_holds_only_live_messages(tmp_path: Path) -> None:
+    load_or_create_node_id(tmp_path)
+    with Journal(tmp_path, fsync=False) as j:
+        j.open()
+        j.append(QueueAdded(1, "q", "q", ANYCAST))
+        for i in range(1, 2001):
+            j.append(MessageAdded(i, "q", (1,), encoded(str(i))))
+            if i % 4:
+                j.append(MessageAcked(1, i))
+        j.flush()
+    live = LiveMessages()
+    peak = 0
+    for row in journal_rows(tmp_path, live):
+        peak = max(peak, len(live))
+        if row[3] == "ack":
+            assert row[7] is not None
+    assert len(live) == peak == 500  # the unacknowledged quarter, never more
+    assert sorted(live.entries)[:3] == [4, 8, 12]
 
 
 def test_parquet_export_has_one_row_per_record(tmp_path: Path) -> None:
