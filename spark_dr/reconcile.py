@@ -69,8 +69,13 @@ def reconcile(spark: SparkSession, path1: Path, path2: Path, opts: Options | Non
     marks = diff.marks
     say(f"dedup marks: {opts.names[0]} {marks[0]}, {opts.names[1]} {marks[1]}")
     say(f"{diff.differing} of {diff.ranges} identity ranges differ: classifying them")
-    rows = [R.candidates(r, diff.buckets[i], opts.ids_per_range).cache() for i, r in enumerate(records)]
-    detail = [_in_differing(spark, T.state_of(r), diff, opts.ids_per_range) for r in rows]
+    ids = opts.ids_per_range
+    pick = None if diff.everything else R.in_ranges(diff.rids, ids)
+    detail = [T.side_state(R.narrowed(r, diff.local[i], ids), pick) for i, r in enumerate(records)]
+    rows = [
+        T.reference_rows(R.narrowed(r, {b for _, b in diff.snf[i]}, ids), R.in_buckets(diff.snf[i], ids))
+        for i, r in enumerate(records)
+    ]
     classified = T.classify(
         detail[0],
         detail[1],
@@ -90,8 +95,7 @@ def reconcile(spark: SparkSession, path1: Path, path2: Path, opts: Options | Non
     extents = _extents(records)
     side_info = {s.name: _side_info(s, e, _gap(r)) for s, e, r in zip(sides, extents, rows, strict=True)}
     actions = _actionable(classified, opts)
-    for frame in (*rows, classified):
-        frame.unpersist()
+    classified.unpersist()
     result = _result(sides, summary, window, timeline, side_info, actions, opts)
     result["seconds"] = round(time.monotonic() - started, 3)
     say(f"done in {result['seconds']} s")
@@ -118,8 +122,10 @@ class RangeDiff:
     differing: int = 0
     everything: bool = False  # an input the tokens cannot vouch for: classify every reference
     rids: list[int] = field(default_factory=list)  # the differing ranges
-    # per side: the (queue, local id bucket) pairs pass 2 reads (differing ranges, unacked SNF refs)
-    buckets: list[list[tuple[str, int]]] = field(default_factory=lambda: [[], []])
+    # per side: the local id buckets holding the differing ranges' records (narrows pass 2's read)
+    local: list[set[int]] = field(default_factory=lambda: [set(), set()])
+    # per side: the store-and-forward (queue, local id bucket) pairs with unacknowledged references
+    snf: list[list[tuple[str, int]]] = field(default_factory=lambda: [[], []])
     in_sync: list[dict[str, Any]] = field(default_factory=list)  # (address, count) of equal ranges
     marks: list[dict[str, int]] = field(default_factory=lambda: [{}, {}])  # per side: origin -> mark
 
@@ -128,7 +134,8 @@ def _range_diff(records: list[DataFrame], ids_per_range: int) -> RangeDiff:
     """Pass 1 on both sides in one job; the comparison itself is small and done here."""
     sums = [R.range_sums(r, i + 1, ids_per_range).withColumn("side", F.lit(i)) for i, r in enumerate(records)]
     diff = RangeDiff()
-    by_rid: dict[int, list[dict[str, Any] | None]] = {}
+    # rid -> per side [refs, hi, lo, {address: refs}, {local buckets}]
+    by_rid: dict[int, list[list[Any] | None]] = {}
     for row in sums[0].unionByName(sums[1]).toArrow().to_pylist():
         side = row["side"]
         if row["kind"] == R.MARK:
@@ -136,41 +143,32 @@ def _range_diff(records: list[DataFrame], ids_per_range: int) -> RangeDiff:
                 diff.marks[side][row["r_queue"]] = int(row["mark"])
         elif row["kind"] == R.SNF:
             if row["refs"] or row["hi"] or row["lo"]:  # some reference there is not acknowledged
-                diff.buckets[side].append((row["r_queue"], row["local_bucket"]))
+                diff.snf[side].append((row["r_queue"], row["local_bucket"]))
         else:
-            _add_range(by_rid.setdefault(row["rid"], [None, None]), side, row)
+            pair = by_rid.setdefault(row["rid"], [None, None])
+            total = pair[side]
+            if total is None:
+                total = pair[side] = [0, 0, 0, {}, set()]
+            total[0] += row["refs"]
+            total[1] += row["hi"]
+            total[2] += row["lo"]
+            if row["r_address"] is not None or row["refs"]:
+                total[3][row["r_address"]] = total[3].get(row["r_address"], 0) + row["refs"]
+            total[4].add(row["local_bucket"])
             diff.everything = diff.everything or bool(row["no_identity"])
     in_sync: dict[str | None, int] = {}
     for rid, (a, b) in by_rid.items():
-        if not diff.everything and a and b and all(a[k] == b[k] for k in ("refs", "hi", "lo")):
-            in_sync[a["r_address"]] = in_sync.get(a["r_address"], 0) + a["refs"]
+        if not diff.everything and a and b and a[:3] == b[:3]:
+            for address, n in a[3].items():
+                in_sync[address] = in_sync.get(address, 0) + n
             continue
         diff.rids.append(rid)
         for side, total in enumerate((a, b)):
             if total is not None:
-                diff.buckets[side].extend((total["r_queue"], lb) for lb in total["local_buckets"])
+                diff.local[side] |= total[4]
     diff.ranges, diff.differing = len(by_rid), len(diff.rids)
-    diff.in_sync = [{"address": a, "count": n} for a, n in in_sync.items()]
+    diff.in_sync = [{"address": a, "count": n} for a, n in in_sync.items() if n]
     return diff
-
-
-def _add_range(pair: list[dict[str, Any] | None], side: int, row: dict[str, Any]) -> None:
-    total = pair[side]
-    if total is None:
-        total = pair[side] = {**row, "local_buckets": []}
-    else:
-        for k in ("refs", "hi", "lo"):
-            total[k] += row[k]
-    total["local_buckets"].append(row["local_bucket"])
-
-
-def _in_differing(spark: SparkSession, states: DataFrame, diff: RangeDiff, ids: int) -> DataFrame:
-    """The states of pass 2 that lie in a differing range (pass 2 reads whole local id buckets)."""
-    if diff.everything:
-        return states
-    rids = F.broadcast(spark.createDataFrame([(r,) for r in diff.rids], "rid bigint"))
-    picked = states.withColumn("rid", R.rid_of_state(states, ids)).join(rids, "rid", "left_semi")
-    return picked.drop("rid")
 
 
 def _merge_in_sync(summary: list[dict[str, Any]], in_sync: list[dict[str, Any]]) -> list[dict[str, Any]]:

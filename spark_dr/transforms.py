@@ -6,7 +6,8 @@ routed to three queues is three references, each consumed independently on each 
 Status of a reference on one side:
   live        the side holds it and it is not acknowledged;
   acked       the side holds it and acknowledged it (``consumed``: by a local client, reason normal);
-  orphan_ack  the side has an acknowledgement for a message it has no record of;
+  orphan_ack  the side has an acknowledgement for a message it has no live record of at that point of
+              its journal (the row carries no identity, see ``rows.journal_rows``);
   gone        no record, but the side certainly had it: it produced the message (identity broker is
               its own node id) or its mirror dedup mark for the origin covers the id. Compaction drops
               settled messages, so "gone" means "settled, then compacted away";
@@ -71,10 +72,6 @@ def all_send_refs(records: DataFrame) -> DataFrame:
     ).filter(F.col("queue").isNotNull())
 
 
-def message_acks(records: DataFrame) -> DataFrame:
-    return all_acks(records).filter(~internal(F.col("queue")))
-
-
 def all_acks(records: DataFrame) -> DataFrame:
     acks = records.filter((F.col("event") == "ack") & F.col("queue").isNotNull())
     return acks.select(
@@ -90,11 +87,10 @@ def all_acks(records: DataFrame) -> DataFrame:
 
 
 def reference_rows(records: DataFrame, pick: Pick | None = None) -> DataFrame:
-    """Every reference of one side joined with its acknowledgement (store-and-forward queues included).
-
-    A client queue's reference to a message on a mirror-internal address is dropped, as
-    ``message_refs`` drops it. ``pick``, applied to the sends and the acks alike before the join, selects
-    (message id, queue) pairs to resolve."""
+    """Every (send, queue) reference of one side joined with its acknowledgement on (local message id,
+    queue), store-and-forward queues included: the recovery-point gap's input. A client queue's
+    reference to a message on a mirror-internal address is dropped, as ``message_refs`` drops it.
+    ``pick``, applied to the sends and the acks alike before the join, selects what to resolve."""
     refs = all_send_refs(records)
     refs = refs.filter(internal(F.col("queue")) | ~internal(F.col("address")))
     acks = all_acks(records)
@@ -103,26 +99,61 @@ def reference_rows(records: DataFrame, pick: Pick | None = None) -> DataFrame:
     return refs.join(acks, ["message_id", "queue"], "full_outer")
 
 
-def side_state(records: DataFrame) -> DataFrame:
-    """Per reference on one side: status (live / acked / orphan_ack), consumption, digest, position."""
-    return reference_state(records)
+def identified_acks(records: DataFrame) -> DataFrame:
+    """Client acks keyed by the identity their row carries; an orphan (none) by its local name."""
+    known = F.col("identity_broker").isNotNull() & F.col("identity_id").isNotNull()
+    return message_acks_with_identity(records).select(
+        F.when(known, F.col("identity_broker")).otherwise(F.col("ack_node_id")).alias("identity_broker"),
+        F.when(known, F.col("identity_id")).otherwise(F.col("ack_message_id")).alias("identity_id"),
+        *[c for c in _ACK_COLUMNS if c not in ("identity_broker", "identity_id")],
+    )
 
 
-def reference_state(records: DataFrame, pick: Pick | None = None) -> DataFrame:
-    return state_of(reference_rows(records, pick))
+_ACK_COLUMNS = [
+    "identity_broker",
+    "identity_id",
+    "ack_node_id",
+    "ack_message_id",
+    "queue",
+    "ack_address",
+    "ack_reason",
+    "ack_via_mirror",
+    "acked_ms",
+    "acked",
+]
 
 
-def state_of(joined: DataFrame) -> DataFrame:
-    """``side_state`` from ``reference_rows``: the client-queue references only."""
-    joined = joined.filter(~internal(F.col("queue")))
-    has_add = F.col("identity_id").isNotNull()
+def message_acks_with_identity(records: DataFrame) -> DataFrame:
+    acks = records.filter((F.col("event") == "ack") & F.col("queue").isNotNull() & ~internal(F.col("queue")))
+    return acks.select(
+        "identity_broker",
+        "identity_id",
+        F.col("node_id").alias("ack_node_id"),
+        F.col("message_id").alias("ack_message_id"),
+        "queue",
+        F.col("address").alias("ack_address"),
+        "ack_reason",
+        F.col("via_mirror").alias("ack_via_mirror"),
+        F.col("timestamp_ms").alias("acked_ms"),
+        F.lit(True).alias("acked"),
+    )
+
+
+def side_state(records: DataFrame, pick: Pick | None = None) -> DataFrame:
+    """Per reference on one side: status (live / acked / orphan_ack), consumption, digest, position.
+
+    Sends and acks are joined on the identity the rows carry (``rows.journal_rows`` resolves an ack's
+    from the live message it settles): an ack with no identity is an orphan. ``pick``, applied to both
+    before the join, selects references (by identity and queue)."""
+    refs, acks = message_refs(records), identified_acks(records)
+    if pick is not None:
+        refs, acks = pick(refs), pick(acks)
+    joined = refs.join(acks, KEY, "full_outer")
+    has_add = F.col("sent").isNotNull()
     status = F.when(~has_add, "orphan_ack").when(F.col("ack_reason").isNull(), "live").otherwise("acked")
     consumed = (F.col("ack_reason") == ACK_NORMAL) & ~F.coalesce(F.col("ack_via_mirror"), F.lit(False))
     return joined.select(
-        # an orphan ack's identity is unknown: its local id is the best name it has
-        F.coalesce("identity_broker", "ack_node_id").alias("identity_broker"),
-        F.coalesce("identity_id", "message_id").alias("identity_id"),
-        "queue",
+        *KEY,
         F.coalesce("address", "ack_address").alias("address"),
         status.alias("status"),
         F.coalesce(consumed, F.lit(False)).alias("consumed"),
@@ -134,7 +165,7 @@ def state_of(joined: DataFrame) -> DataFrame:
         "acked_ms",
         "segment",
         "offset",
-        "message_id",
+        F.coalesce("message_id", "ack_message_id").alias("message_id"),
         "repaired",
     )
 

@@ -34,8 +34,27 @@ def ack(
                via_mirror=via_mirror, timestamp_ms=ts)  # fmt: skip
 
 
+def resolved(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Acks carry their message's identity, as ``rows.journal_rows`` resolves it from the sends before
+    them; an ack with no send before it keeps none (an orphan)."""
+    at = {
+        c: COLUMN_NAMES.index(c) for c in ("event", "node_id", "message_id", "identity_broker", "identity_id")
+    }
+    sent: dict[tuple[str, int], tuple[str, int]] = {}
+    out = []
+    for row in rows:
+        r = list(row)
+        local = (r[at["node_id"]], r[at["message_id"]])
+        if r[at["event"]] == "send":
+            sent[local] = (r[at["identity_broker"]], r[at["identity_id"]])
+        elif r[at["event"]] == "ack" and r[at["identity_broker"]] is None and local in sent:
+            r[at["identity_broker"]], r[at["identity_id"]] = sent[local]
+        out.append(tuple(r))
+    return out
+
+
 def frame(spark: Any, rows: list[tuple[Any, ...]]) -> Any:
-    return spark.createDataFrame(rows, SCHEMA_DDL)
+    return spark.createDataFrame(resolved(rows), SCHEMA_DDL)
 
 
 def classes(spark: Any, dc1: list[tuple[Any, ...]], dc2: list[tuple[Any, ...]], **kw: Any) -> Any:
@@ -186,3 +205,18 @@ def test_range_checksums_classify_like_the_full_join(spark: Any, tmp_path: Any, 
     assert want["r", "in_sync", None] == 40
     assert sorted(d["identity_id"] for d in result["diverged"]) == [2, 3, 4, 5, 16, 99]
     assert result["sides"]["DC1"]["unmirrored_messages"] == 1  # message 7 still on the SNF queue
+
+
+def test_store_and_forward_sums_cancel_when_everything_is_acknowledged(spark: Any) -> None:
+    """Pass 1's store-and-forward cells: a bucket whose references are all acknowledged sums to zero, so
+    pass 2 reads only the buckets still holding unmirrored references."""
+    from spark_dr.ranges import SNF as SNF_KIND
+    from spark_dr.ranges import range_sums
+
+    rows = [send(N1, i, queues=["q", SNF]) for i in range(1, 9)] + [ack(N1, i, SNF) for i in range(1, 9)]
+    rows += [send(N1, 9, queues=["q", SNF])]  # bucket 1 (ids 8-15 with 8 ids per range): 9 is not acked
+    sums = range_sums(frame(spark, rows), 1, 8).filter(f"kind = {SNF_KIND}").orderBy("local_bucket").collect()
+    assert [(r["local_bucket"], r["refs"], r["hi"] == 0 and r["lo"] == 0) for r in sums] == [
+        (0, 0, True),
+        (1, 1, False),
+    ]
