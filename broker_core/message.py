@@ -67,17 +67,21 @@ def sections(payload: bytes) -> list[tuple[int, int, int]]:
     out = []
     pos, n = 0, len(payload)
     while pos < n:
-        if payload[pos] != 0x00:
-            raise DecodeError(f"message section at offset {pos} is not a described value")
-        if payload[pos + 1 : pos + 2] == b"\x53":  # the usual small-ulong descriptor: no decoding needed
-            code, vpos = payload[pos + 2] if pos + 2 < n else -1, pos + 3
-        else:
-            descriptor, vpos = decode_value(payload, pos + 1)
-            code = _SYMBOLIC.get(descriptor, -1) if isinstance(descriptor, str) else descriptor
+        code, vpos = section_code(payload, pos)
         end = skip_value(payload, vpos)
         out.append((code, pos, end))
         pos = end
     return out
+
+
+def section_code(payload: bytes, pos: int) -> tuple[int, int]:
+    """The code of the section starting at `pos` (-1 if unknown) and where its value starts."""
+    if payload[pos] != 0x00:
+        raise DecodeError(f"message section at offset {pos} is not a described value")
+    if payload[pos + 1 : pos + 2] == b"\x53":  # the usual small-ulong descriptor: no decoding needed
+        return (payload[pos + 2] if pos + 2 < len(payload) else -1), pos + 3
+    descriptor, vpos = decode_value(payload, pos + 1)
+    return (_SYMBOLIC.get(descriptor, -1) if isinstance(descriptor, str) else descriptor), vpos
 
 
 def list_field(payload: bytes, start: int, index: int) -> Any:
@@ -111,21 +115,27 @@ class MessageView:
 
     __slots__ = ("_props", "_sections", "header", "header_end", "header_start", "payload")
 
-    def __init__(self, payload: bytes) -> None:
+    def __init__(self, payload: bytes, parts: list[tuple[int, int, int]] | None = None) -> None:
         self.payload = payload
-        self._sections: list[tuple[int, int, int]] | None = None
+        self._sections = parts  # `sections(payload)`, when the caller has them already
         self._props: list[Any] | None = None
-        self.header = Header()
-        self.header_start = self.header_end = 0
+        self.header_start = 0
         # Fast path: a header, if present, is the first section and starts with 00 53 70.
         if payload[:3] == b"\x00\x53\x70":
+            fast = _short_header(payload)
+            if fast is not None:
+                self.header, self.header_end = fast
+                return
+            self.header = Header()
             value, end = decode_value(payload, 3)
             self.header_end = end
             if isinstance(value, list):
                 self.header = _header_from_list(value)
             else:
                 raise DecodeError("message header is not a list")
-        elif not payload:
+            return
+        self.header, self.header_end = Header(), 0
+        if not payload:
             raise DecodeError("empty message")
         elif payload[0] != 0x00:
             raise DecodeError("message does not start with a described section")
@@ -192,6 +202,46 @@ class MessageView:
         if not placed and replacement:
             out.append(replacement)
         return b"".join(out)
+
+
+# The one-byte encodings a header's fields usually come in: null, true, false, ubyte, smalluint, uint0.
+_SHORT_FIELD = {0x40: 1, 0x41: 1, 0x42: 1, 0x43: 1, 0x50: 2, 0x52: 2, 0x56: 2}
+
+
+def _short_header(payload: bytes) -> tuple[Header, int] | None:
+    """The header as most clients encode it (list8 of one-byte-wide fields), read without the general
+    decoder; None for any other encoding, which the general decoder then handles (and checks)."""
+    if len(payload) < 6 or payload[3] != 0xC0:
+        return None
+    size, count = payload[4], payload[5]
+    end = 5 + size
+    if count > 5 or end > len(payload):
+        return None
+    fields: list[Any] = []
+    pos = 6
+    for _ in range(count):
+        code = payload[pos] if pos < end else -1
+        width = _SHORT_FIELD.get(code)
+        if width is None:
+            return None
+        if code == 0x40:
+            fields.append(None)
+        elif code == 0x41 or code == 0x42:
+            fields.append(code == 0x41)
+        elif code == 0x43:
+            fields.append(0)
+        elif code == 0x56:
+            if payload[pos + 1] > 1:
+                return None
+            fields.append(payload[pos + 1] == 1)
+        else:
+            fields.append(payload[pos + 1])
+        pos += width
+    if pos != end:
+        return None
+    if len(fields) > 3 and isinstance(fields[3], int) and not isinstance(fields[3], bool):
+        return None  # first-acquirer must be a boolean: let the general path judge it
+    return _header_from_list(fields), end
 
 
 def _header_from_list(value: list[Any]) -> Header:

@@ -553,7 +553,9 @@ class BrokerEndpoint:
         durable = self.server.mirror_target.apply(ml.remote_id, payload)
         if link.credit <= ml.credit_low and not link.closed_locally:
             self.conn.flow(link, credit=ml.credit_window)
-            self.mark_dirty()
+            # Out now, not at the end of this loop turn: one turn can apply thousands of deliveries,
+            # and the source must not sit idle waiting for credit meanwhile.
+            self.io.write_out()
         if settled:
             return
         if durable:

@@ -45,6 +45,7 @@ log = logging.getLogger("broker.connections")
 WAYPOINT = Symbol("qd.waypoint")
 CREDIT_WINDOW = 1000
 CREDIT_LOW = 300
+WRITE_EVERY = 128  # deliveries
 
 
 class RemoteConsumer:
@@ -76,6 +77,8 @@ class RemoteConsumer:
         self.tag += 1
         self.inflight[id(ref)] = ref
         self.link.connection.send_delivery(self.link, self.tag.to_bytes(4, "big"), payload, False, ref)
+        if self.tag % WRITE_EVERY == 0:
+            self.conn.write_out()  # a long dispatch reaches the remote in slices, not at the end of the turn
         self.conn.mark_dirty()
 
     def kick(self, condition: str, description: str) -> None:

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 from broker_core.amqp.codec import enc_long
 from broker_core.amqp.performatives import Accepted, Rejected
-from broker_core.message import sections
 from broker_core.queues import MessageRef, Queue, StoredMessage
 from broker_core.server import ACK_REPLACED, ANYCAST, NO_MIRROR, Address, Observer
 from connections.policies import ConnectError, LinkRole
@@ -76,11 +75,18 @@ class MirrorSource(Observer):
         self._sync_waiters: dict[int, Callable[[], None]] = {}
         self._post_ack_prefixes: dict[tuple[str, str, str | None, int], bytes] = {}
         self.stats = {"events_sent": 0, "events_accepted": 0, "events_queued": 0}
+        self._remote_key = f"mirror.remote.{self.name}"
+        self._remote_raw: bytes | None = None
+        self._remote: str | None = None
 
     @property
     def remote_id(self) -> str | None:
-        value = self.server.meta.get(f"mirror.remote.{self.name}")
-        return value.decode() if value else None
+        """The target's broker id, as learnt at its last attach (persisted: loops are cut after a restart)."""
+        value = self.server.meta.get(self._remote_key)
+        if value is not self._remote_raw:  # read on every routed message: decode only when it changed
+            self._remote_raw = value
+            self._remote = value.decode() if value else None
+        return self._remote
 
     # ------------------------------------------------------------------------------- install
 
@@ -259,9 +265,7 @@ class MirrorSource(Observer):
         if msg.address == self.snf:
             return msg.payload  # a control event, already in its wire form
         mid = msg.origin_message_id if msg.origin_message_id is not None else msg.id
-        parts = sections(msg.payload)
-        dst = wire.destination_annotation(msg.payload, msg.address, parts)
-        return wire.encode_replicated(msg.payload, mid, msg.origin_broker_id, dst, parts=parts)
+        return wire.replicate(msg.payload, mid, msg.origin_broker_id, msg.address)
 
     # ----------------------------------------------------------------------------- link policy
 

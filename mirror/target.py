@@ -12,6 +12,7 @@ The target always answers Accepted (an Artemis source treats Rejected as loss), 
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -83,12 +84,13 @@ class RecentIds:
     count as seen. After a restart only the persisted highest id is known, so it becomes the floor.
     """
 
-    __slots__ = ("floor", "high", "ids")
+    __slots__ = ("floor", "high", "ids", "order")
 
     WINDOW = 20000
 
     def __init__(self) -> None:
-        self.ids: dict[int, None] = {}  # insertion-ordered: the oldest entry is evicted first
+        self.ids: set[int] = set()
+        self.order: deque[int] = deque()  # arrival order: the oldest id is evicted first
         self.floor = 0  # every id at or below this counts as seen
         self.high = 0
 
@@ -96,12 +98,17 @@ class RecentIds:
         return mid <= self.floor or mid in self.ids
 
     def add(self, mid: int) -> None:
-        self.ids[mid] = None
-        self.high = max(self.high, mid)
-        if len(self.ids) > self.WINDOW:
-            oldest = next(iter(self.ids))
-            del self.ids[oldest]
-            self.floor = max(self.floor, oldest)
+        if mid in self.ids:
+            return
+        self.ids.add(mid)
+        self.order.append(mid)
+        if mid > self.high:
+            self.high = mid
+        if len(self.order) > self.WINDOW:
+            oldest = self.order.popleft()
+            self.ids.discard(oldest)
+            if oldest > self.floor:
+                self.floor = oldest
 
 
 class MirrorTarget:
@@ -183,7 +190,7 @@ class MirrorTarget:
         srv.route(
             address,
             m.payload,
-            MessageView(m.payload),
+            MessageView(m.payload, m.parts),
             via_mirror=True,
             origin=(origin, m.mr_id),
             only_queues=only,

@@ -19,9 +19,18 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from enum import IntEnum
+from functools import lru_cache
 from typing import Any
 
-from broker_core.amqp.codec import Byte, DecodeError, Symbol, decode_value, enc_map_of_encoded, encode
+from broker_core.amqp.codec import (
+    Byte,
+    DecodeError,
+    Symbol,
+    decode_value,
+    enc_map_of_encoded,
+    encode,
+    skip_value,
+)
 from broker_core.message import (
     DELIVERY_ANNOTATIONS,
     HEADER,
@@ -29,6 +38,7 @@ from broker_core.message import (
     PROPERTIES,
     Header,
     list_field,
+    section_code,
     sections,
 )
 
@@ -59,6 +69,9 @@ POST_ACK = Symbol("postAck")
 EVENT_KINDS = frozenset({ADD_ADDRESS, DELETE_ADDRESS, CREATE_QUEUE, DELETE_QUEUE, POST_ACK})
 
 AMQP_VALUE = 0x77
+_II = struct.Struct(">II").unpack_from
+_II_PACK = struct.Struct(">II").pack
+_LONG = struct.Struct(">Bq").pack
 _DURABLE_HEADER = Header(durable=True).encode()
 
 
@@ -177,49 +190,93 @@ def _mr_id_only(mr_id: int) -> bytes:
     return _MR_ID_ONLY.pack(0x00, 0x53, DELIVERY_ANNOTATIONS, 0xC1, size, 2, _MR_ID_KEY, 0x81, mr_id)
 
 
+def _da_section(mr_id: int, origin_broker_id: str | None, destination: str | None) -> bytes:
+    """The mirror's delivery annotations: the id, then the origin and destination when there are any."""
+    if origin_broker_id is None and destination is None:
+        return _mr_id_only(mr_id)
+    body = _MR_ID_KEY + _LONG(0x81, mr_id)
+    count = 2
+    if origin_broker_id is not None:
+        body += _string_entry(BROKER_ID, origin_broker_id)
+        count += 2
+    if destination is not None:
+        body += _string_entry(INTERNAL_DESTINATION, destination)
+        count += 2
+    if len(body) < 255:
+        return bytes((0x00, 0x53, DELIVERY_ANNOTATIONS, 0xC1, len(body) + 1, count)) + body
+    return bytes((0x00, 0x53, DELIVERY_ANNOTATIONS, 0xD1)) + _II_PACK(len(body) + 4, count) + body
+
+
+@lru_cache(maxsize=4096)
+def _string_entry(key: Symbol, value: str) -> bytes:
+    """One annotation (symbol key, string value), encoded; addresses and broker ids repeat endlessly."""
+    return encode(key) + encode(str(value))
+
+
+def _head(payload: bytes) -> tuple[int, int, int]:
+    """(end of the header, end of the delivery annotations, start of the properties or -1).
+
+    AMQP fixes the order of the leading sections (header, delivery annotations, message annotations,
+    properties), so they are found without walking the rest of the message."""
+    if not payload:
+        raise DecodeError("empty message")
+    n = len(payload)
+    pos = 0
+    code, vpos = section_code(payload, pos)
+    if code == HEADER:
+        pos = skip_value(payload, vpos)
+        code, vpos = section_code(payload, pos) if pos < n else (-1, pos)
+    head_end = pos
+    if code == DELIVERY_ANNOTATIONS:
+        pos = skip_value(payload, vpos)
+        code, vpos = section_code(payload, pos) if pos < n else (-1, pos)
+    da_end = pos
+    if code == MESSAGE_ANNOTATIONS:
+        pos = skip_value(payload, vpos)
+        code, vpos = section_code(payload, pos) if pos < n else (-1, pos)
+    return head_end, da_end, pos if code == PROPERTIES else -1
+
+
 def encode_replicated(
     payload: bytes,
     mr_id: int,
     origin_broker_id: str | None = None,
     destination: str | None = None,
     target_queues: list[str] | None = None,
-    parts: list[tuple[int, int, int]] | None = None,
 ) -> bytes:
     """The stored message with its delivery annotations replaced by the mirror's (right after the header).
 
-    `parts` are the payload's `sections()` when the caller has them already.
-    Raises `DecodeError` when `payload` is not a sequence of AMQP sections.
+    Raises `DecodeError` when `payload` does not start with an AMQP section.
     """
-    if origin_broker_id is None and destination is None and target_queues is None:
-        da_section = _mr_id_only(int(mr_id))
+    head_end, da_end, _ = _head(payload)
+    if target_queues is None:
+        da_section = _da_section(int(mr_id), origin_broker_id, destination)
     else:
         da: dict[Any, Any] = {INTERNAL_ID: int(mr_id)}
         if origin_broker_id is not None:
             da[BROKER_ID] = str(origin_broker_id)
         if destination is not None:
             da[INTERNAL_DESTINATION] = str(destination)
-        if target_queues is not None:
-            da[TARGET_QUEUES] = [str(q) for q in target_queues]
+        da[TARGET_QUEUES] = [str(q) for q in target_queues]
         da_section = _section(DELIVERY_ANNOTATIONS, _plain_map(da))
-    if parts is None:
-        parts = sections(payload)
-    if not any(
-        code == DELIVERY_ANNOTATIONS for code, _, _ in parts
-    ):  # the usual case: insert, no copy of parts
-        head_end = parts[0][2] if parts and parts[0][0] == HEADER else 0
-        return payload[:head_end] + da_section + payload[head_end:]
-    head_end = parts[0][2] if parts and parts[0][0] == HEADER else 0
-    rest = [payload[start:end] for code, start, end in parts if code not in (HEADER, DELIVERY_ANNOTATIONS)]
-    return payload[:head_end] + da_section + b"".join(rest)
+    return payload[:head_end] + da_section + payload[da_end:]
 
 
-def destination_annotation(
-    payload: bytes, routed_address: str | None, parts: list[tuple[int, int, int]] | None = None
-) -> str | None:
+def replicate(payload: bytes, mr_id: int, origin_broker_id: str | None, routed_address: str | None) -> bytes:
+    """A stored message as the mirror sends it (the source's hot path: one look at the leading sections)."""
+    head_end, da_end, props = _head(payload)
+    destination = routed_address
+    if routed_address is not None and props >= 0 and list_field(payload, props, 2) == routed_address:
+        destination = None  # Artemis's rule: x-opt-amq-mr-dst only when properties.to differs
+    return payload[:head_end] + _da_section(int(mr_id), origin_broker_id, destination) + payload[da_end:]
+
+
+def destination_annotation(payload: bytes, routed_address: str | None) -> str | None:
     """Artemis's rule for `x-opt-amq-mr-dst`: only when `properties.to` is missing or differs."""
     if routed_address is None:
         return None
-    to = _properties_to(payload, parts if parts is not None else sections(payload))
+    _, _, props = _head(payload)
+    to = list_field(payload, props, 2) if props >= 0 else None
     return None if to == routed_address else routed_address
 
 
@@ -255,7 +312,7 @@ class UnknownEvent:
     event_type: object
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ReplicatedMessage:
     payload: bytes  # the message without the mirror's delivery annotations: what the target stores
     mr_id: int
@@ -263,6 +320,7 @@ class ReplicatedMessage:
     destination: str | None  # x-opt-amq-mr-dst
     target_queues: tuple[str, ...] | None
     to: str | None  # properties.to
+    parts: list[tuple[int, int, int]] | None = None  # `sections(payload)`, already known
 
     @property
     def address(self) -> str | None:
@@ -276,9 +334,12 @@ MirrorDelivery = ControlEvent | UnknownEvent | ReplicatedMessage
 def decode_mirror_delivery(payload: bytes) -> MirrorDelivery:
     try:
         parts = sections(payload)
-        annotations = _section_map(payload, parts, MESSAGE_ANNOTATIONS)
-        if annotations.get(EVENT_TYPE) is not None:
-            return _decode_event(payload, parts, annotations)
+        for code, start, _ in parts:
+            if code == MESSAGE_ANNOTATIONS:
+                annotations = _annotations(payload, start)
+                if annotations.get(EVENT_TYPE) is not None:
+                    return _decode_event(payload, parts, annotations)
+                break
         return _decode_message(payload, parts)
     except DecodeError as exc:
         raise MirrorDecodeError(f"malformed mirror delivery: {exc}") from exc
@@ -311,22 +372,72 @@ def _decode_event(payload: bytes, parts: list[tuple[int, int, int]], ma: dict[An
 
 
 def _decode_message(payload: bytes, parts: list[tuple[int, int, int]]) -> ReplicatedMessage:
-    da = _section_map(payload, parts, DELIVERY_ANNOTATIONS)
+    da: dict[Any, Any] = {}
+    cut = (0, 0)
+    to: str | None = None
+    for code, start, end in parts:
+        if code == DELIVERY_ANNOTATIONS and not cut[1]:  # the mirror's: the first (a client's may follow)
+            da, cut = _annotations(payload, start), (start, end)
+        elif code == PROPERTIES:
+            value = list_field(payload, start, 2)  # skips the other fields instead of decoding them
+            to = value if isinstance(value, str) else None
     mr_id = da.get(INTERNAL_ID)
     if not isinstance(mr_id, int) or isinstance(mr_id, bool):
         raise MissingMirrorId(f"replicated message without an integer {INTERNAL_ID} (got {mr_id!r})")
     queues = da.get(TARGET_QUEUES)
     if queues is not None and not (isinstance(queues, list) and all(isinstance(q, str) for q in queues)):
         raise MirrorDecodeError(f"{TARGET_QUEUES} must be a list of strings, got {queues!r}")
-    stored = b"".join(payload[s:e] for code, s, e in parts if code != DELIVERY_ANNOTATIONS)
+    # What is stored is the message without the mirror's section; its section offsets shift with it.
+    cut_start, cut_end = cut
+    width = cut_end - cut_start
+    stored = payload[:cut_start] + payload[cut_end:] if width else payload
+    stored_parts = [
+        (c, s, e) if s < cut_start else (c, s - width, e - width) for c, s, e in parts if s != cut_start
+    ]
     return ReplicatedMessage(
-        payload=stored,
-        mr_id=int(mr_id),
-        broker_id=_opt_str(da, BROKER_ID),
-        destination=_opt_str(da, INTERNAL_DESTINATION),
-        target_queues=None if queues is None else tuple(str(q) for q in queues),
-        to=_properties_to(payload, parts),
+        stored,
+        int(mr_id),
+        _opt_str(da, BROKER_ID),
+        _opt_str(da, INTERNAL_DESTINATION),
+        None if queues is None else tuple(queues),
+        to,
+        stored_parts,
     )
+
+
+def _annotations(buf: bytes, start: int) -> dict[Any, Any]:
+    """The map of the annotations section at `start`: the target's per-delivery hot path, so the usual
+    short symbol keys are read inline (as plain strings, equal to their Symbol constants) and only the
+    values go through the generic decoder."""
+    pos = start + 3 if buf[start + 1] == 0x53 else decode_value(buf, start + 1)[1]
+    code = buf[pos] if pos < len(buf) else -1
+    if code == 0xC1:
+        size, count, p = buf[pos + 1], buf[pos + 2], pos + 3
+        end = pos + 2 + size
+    elif code == 0xD1:
+        size, count = _II(buf, pos + 1)
+        p, end = pos + 9, pos + 5 + size
+    elif code == 0x40:
+        return {}
+    else:
+        raise MirrorDecodeError(f"annotations at offset {start} are not a map")
+    if end > len(buf) or count % 2:
+        raise DecodeError(f"malformed annotations map at offset {start}")
+    out: dict[Any, Any] = {}
+    try:
+        for _ in range(count // 2):
+            if buf[p] == 0xA3:  # sym8
+                n = buf[p + 1]
+                key: Any = buf[p + 2 : p + 2 + n].decode("ascii")
+                p += 2 + n
+            else:
+                key, p = decode_value(buf, p)
+            out[key], p = decode_value(buf, p)
+    except (IndexError, UnicodeDecodeError) as exc:
+        raise DecodeError(f"malformed annotations map at offset {start}: {exc}") from exc
+    if p != end:
+        raise DecodeError("annotations map size does not match its contents")
+    return out
 
 
 # ------------------------------------------------------------------------------------------- helpers
@@ -354,23 +465,8 @@ def _section_value(payload: bytes, parts: list[tuple[int, int, int]], code: int)
     return False, None
 
 
-def _section_map(payload: bytes, parts: list[tuple[int, int, int]], code: int) -> dict[Any, Any]:
-    present, value = _section_value(payload, parts, code)
-    if present and not isinstance(value, dict):
-        raise MirrorDecodeError(f"section 0x{code:02x} is not a map")
-    return value if present else {}
-
-
 def _amqp_value(payload: bytes, parts: list[tuple[int, int, int]]) -> Any:
     return _section_value(payload, parts, AMQP_VALUE)[1]
-
-
-def _properties_to(payload: bytes, parts: list[tuple[int, int, int]]) -> str | None:
-    for code, start, _ in parts:
-        if code == PROPERTIES:
-            to = list_field(payload, start, 2)  # skips the other fields instead of decoding them
-            return str(to) if isinstance(to, str) else None
-    return None
 
 
 def _opt_str(annotations: dict[Any, Any], key: Symbol) -> str | None:

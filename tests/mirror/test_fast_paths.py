@@ -1,0 +1,106 @@
+"""The mirror's hot paths agree with the general code they shortcut (pure: no sockets)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from proton import Message, symbol
+
+from broker_core.amqp.codec import decode_value, encode
+from broker_core.message import Header, MessageView, _header_from_list, sections
+from mirror import wire
+from mirror.target import RecentIds
+
+
+def _general_header(payload: bytes) -> tuple[Header, int]:
+    value, end = decode_value(payload, 3)
+    return _header_from_list(value), end
+
+
+HEADERS = [
+    Header(),
+    Header(durable=True),
+    Header(durable=True, priority=9, ttl=100, first_acquirer=True, delivery_count=3),
+    Header(priority=0, ttl=0, delivery_count=255),
+    Header(ttl=70000, delivery_count=300),  # wider fields: the general decoder's case
+]
+
+
+@pytest.mark.parametrize("header", HEADERS, ids=repr)
+def test_short_header_reads_what_the_general_decoder_reads(header: Header) -> None:
+    payload = header.encode() + b"\x00\x53\x77\xa1\x01x"
+    view = MessageView(payload)
+    assert (view.header, view.header_end) == _general_header(payload)
+
+
+def test_header_encodings_other_clients_use() -> None:
+    """Trailing fields left out, and booleans as 0x56 xx: both read as the general decoder reads them."""
+    fields = [b"\x41", b"\x50\x07", b"\x40", b"\x56\x01", b"\x52\x02"]
+    for n in range(len(fields) + 1):
+        body = b"".join(fields[:n])
+        payload = b"\x00\x53\x70\xc0" + bytes((len(body) + 1, n)) + body + b"\x00\x53\x77\x40"
+        view = MessageView(payload)
+        assert (view.header, view.header_end) == _general_header(payload), n
+    assert MessageView(b"\x00\x53\x70\x45\x00\x53\x77\x40").header == Header()  # list0
+
+
+def test_replicate_equals_the_general_encoder_and_the_destination_rule() -> None:
+    with_to = Message(body="x", address="orders", durable=True)
+    with_to.annotations = {symbol("m"): 1}
+    plain = Message(body=b"y" * 300)
+    plain.instructions = {symbol("x-client-da"): "dropped"}
+    for msg, (routed, origin, mr_id) in itertools.product(
+        (with_to, plain), itertools.product(("orders", "other", None), (None, "node-a"), (1, 2**40))
+    ):
+        payload = bytes(msg.encode())
+        dst = wire.destination_annotation(payload, routed)
+        general = wire.encode_replicated(payload, mr_id, origin, dst)
+        assert wire.replicate(payload, mr_id, origin, routed) == general
+        decoded = wire.decode_mirror_delivery(general)
+        assert isinstance(decoded, wire.ReplicatedMessage)
+        assert (decoded.mr_id, decoded.broker_id, decoded.destination) == (mr_id, origin, dst)
+
+
+def test_long_destinations_use_a_map32() -> None:
+    payload = bytes(Message(body="x").encode())
+    address = "a" * 300
+    out = wire.encode_replicated(payload, 5, "node-b", address)
+    decoded = wire.decode_mirror_delivery(out)
+    assert isinstance(decoded, wire.ReplicatedMessage)
+    assert (decoded.mr_id, decoded.broker_id, decoded.destination) == (5, "node-b", address)
+
+
+def test_decoded_message_carries_the_sections_of_what_is_stored() -> None:
+    msg = Message(body="x", address="orders", durable=True, properties={"k": 1})
+    msg.annotations = {symbol("m"): 1}
+    out = wire.encode_replicated(bytes(msg.encode()), 9, None, "elsewhere")
+    decoded = wire.decode_mirror_delivery(out)
+    assert isinstance(decoded, wire.ReplicatedMessage)
+    assert decoded.parts == sections(decoded.payload)
+    assert decoded.payload == bytes(msg.encode())  # the message had no delivery annotations of its own
+
+
+def test_annotations_reject_a_map_that_lies_about_its_size() -> None:
+    body = encode(symbol("x-opt-amq-mr-id")) + b"\x81" + (7).to_bytes(8, "big")
+    good = b"\x00\x53\x71\xc1" + bytes((len(body) + 1, 2)) + body + b"\x00\x53\x77\x40"
+    decoded = wire.decode_mirror_delivery(good)
+    assert isinstance(decoded, wire.ReplicatedMessage) and decoded.mr_id == 7
+    bad = b"\x00\x53\x71\xc1" + bytes((len(body) + 3, 2)) + body + b"\x40\x40" + b"\x00\x53\x77\x40"
+    with pytest.raises(wire.MirrorDecodeError):
+        wire.decode_mirror_delivery(bad)
+
+
+def test_recent_ids_window_and_floor() -> None:
+    recent = RecentIds()
+    window = RecentIds.WINDOW
+    for mid in range(1, window + 1):
+        recent.add(mid)
+    assert recent.floor == 0 and recent.seen(1) and not recent.seen(window + 1)
+    recent.add(window + 5)  # the oldest id leaves the window and becomes the floor
+    assert recent.floor == 1 and recent.seen(1) and recent.seen(window + 5)
+    assert not recent.seen(window + 2)  # a gap inside the window is still expected
+    recent.add(window + 2)  # late, out of order: remembered, not a duplicate
+    assert recent.seen(window + 2) and recent.high == window + 5
+    recent.add(window + 2)  # a repeat changes nothing
+    assert len(recent.ids) == len(recent.order) == window
