@@ -283,7 +283,7 @@ def destination_annotation(payload: bytes, routed_address: str | None) -> str | 
 # -------------------------------------------------------------------------------------------- decode
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ControlEvent:
     kind: Symbol  # one of EVENT_KINDS
     address: str | None

@@ -368,26 +368,43 @@ _FIXED_WIDTH = {
 }
 
 
+# How skip_value steps over a value, by constructor: a fixed width (0-16), or one of these.
+_SIZE8, _SIZE32, _DESCRIBED, _INVALID = 256, 257, 258, 259
+_SKIP = [_INVALID] * 256
+for _code, _width in _FIXED_WIDTH.items():
+    _SKIP[_code] = _width
+for _code in range(256):
+    if _code >> 4 in (0xA, 0xC, 0xE):
+        _SKIP[_code] = _SIZE8
+    elif _code >> 4 in (0xB, 0xD, 0xF):
+        _SKIP[_code] = _SIZE32
+_SKIP[0x00] = _DESCRIBED
+
+
 def skip_value(buf: bytes, pos: int) -> int:
     """Return the position after the value at `pos` without building it (used to find sections)."""
-    if pos >= len(buf):
+    n = len(buf)
+    if pos >= n:
         raise DecodeError("expected a value, found the end of the buffer")
     code = buf[pos]
     pos += 1
-    if code == 0x00:
-        return skip_value(buf, skip_value(buf, pos))
-    width = _FIXED_WIDTH.get(code)
-    if width is not None:
-        end = pos + width
-    elif code >> 4 in (0xA, 0xC, 0xE):
-        _need(buf, pos + 1)
+    how = _SKIP[code]
+    if how < _SIZE8:
+        end = pos + how
+    elif how == _SIZE8:
+        if pos >= n:
+            raise DecodeError(f"value runs past the end of the buffer ({pos + 1} > {n})")
         end = pos + 1 + buf[pos]
-    elif code >> 4 in (0xB, 0xD, 0xF):
-        _need(buf, pos + 4)
+    elif how == _SIZE32:
+        if pos + 4 > n:
+            raise DecodeError(f"value runs past the end of the buffer ({pos + 4} > {n})")
         end = pos + 4 + _I(buf, pos)[0]
+    elif how == _DESCRIBED:
+        return skip_value(buf, skip_value(buf, pos))
     else:
         raise DecodeError(f"unknown type constructor 0x{code:02x}")
-    _need(buf, end)
+    if end > n:
+        raise DecodeError(f"value runs past the end of the buffer ({end} > {n})")
     return end
 
 
