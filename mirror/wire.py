@@ -86,12 +86,12 @@ class AckReason(IntEnum):
     @classmethod
     def from_wire(cls, value: object) -> AckReason:
         """Like Artemis: absent or unknown values (a newer sender) mean NORMAL."""
-        if isinstance(value, int) and not isinstance(value, bool):
-            try:
-                return cls(value)
-            except ValueError:
-                return cls.NORMAL
-        return cls.NORMAL
+        if value is None or isinstance(value, bool) or not isinstance(value, int):
+            return cls.NORMAL
+        return _ACK_REASONS.get(int(value), cls.NORMAL)
+
+
+_ACK_REASONS = {int(r): r for r in AckReason}
 
 
 class MirrorDecodeError(ValueError):
@@ -407,8 +407,8 @@ def _decode_message(payload: bytes, parts: list[tuple[int, int, int]]) -> Replic
 
 def _annotations(buf: bytes, start: int) -> dict[Any, Any]:
     """The map of the annotations section at `start`: the target's per-delivery hot path, so the usual
-    short symbol keys are read inline (as plain strings, equal to their Symbol constants) and only the
-    values go through the generic decoder."""
+    short symbol keys (as plain strings, equal to their Symbol constants) and short string and symbol
+    values are read inline; other values go through the generic decoder."""
     pos = start + 3 if buf[start + 1] == 0x53 else decode_value(buf, start + 1)[1]
     code = buf[pos] if pos < len(buf) else -1
     if code == 0xC1:
@@ -432,7 +432,14 @@ def _annotations(buf: bytes, start: int) -> dict[Any, Any]:
                 p += 2 + n
             else:
                 key, p = decode_value(buf, p)
-            out[key], p = decode_value(buf, p)
+            code = buf[p]
+            if code == 0xA1 or code == 0xA3:  # str8, sym8: addresses, queues, broker ids, event types
+                n = buf[p + 1]
+                text = buf[p + 2 : p + 2 + n].decode("utf-8" if code == 0xA1 else "ascii")
+                out[key] = text if code == 0xA1 else Symbol(text)
+                p += 2 + n
+            else:
+                out[key], p = decode_value(buf, p)
     except (IndexError, UnicodeDecodeError) as exc:
         raise DecodeError(f"malformed annotations map at offset {start}: {exc}") from exc
     if p != end:
