@@ -7,6 +7,7 @@ and annotations (the mirror). Redelivery rewrites just the header section.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -204,21 +205,27 @@ class MessageView:
         return b"".join(out)
 
 
+_II = struct.Struct(">II").unpack_from
+
 # The one-byte encodings a header's fields usually come in: null, true, false, ubyte, smalluint, uint0.
 _SHORT_FIELD = {0x40: 1, 0x41: 1, 0x42: 1, 0x43: 1, 0x50: 2, 0x52: 2, 0x56: 2}
 
 
 def _short_header(payload: bytes) -> tuple[Header, int] | None:
-    """The header as most clients encode it (list8 of one-byte-wide fields), read without the general
+    """The header as most clients encode it (a list of one-byte-wide fields), read without the general
     decoder; None for any other encoding, which the general decoder then handles (and checks)."""
-    if len(payload) < 6 or payload[3] != 0xC0:
+    kind = payload[3] if len(payload) > 3 else -1
+    if kind == 0xC0 and len(payload) >= 6:  # list8
+        size, count, pos = payload[4], payload[5], 6
+        end = 5 + size
+    elif kind == 0xD0 and len(payload) >= 12:  # list32 (rhea, for one)
+        size, count = _II(payload, 4)
+        pos, end = 12, 8 + size
+    else:
         return None
-    size, count = payload[4], payload[5]
-    end = 5 + size
     if count > 5 or end > len(payload):
         return None
     fields: list[Any] = []
-    pos = 6
     for _ in range(count):
         code = payload[pos] if pos < end else -1
         width = _SHORT_FIELD.get(code)

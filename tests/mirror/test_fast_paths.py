@@ -8,7 +8,7 @@ import pytest
 from proton import Message, symbol
 
 from broker_core.amqp.codec import decode_value, encode
-from broker_core.message import Header, MessageView, _header_from_list, sections
+from broker_core.message import Header, MessageView, _header_from_list, _short_header, sections
 from mirror import wire
 from mirror.target import RecentIds
 
@@ -43,6 +43,10 @@ def test_header_encodings_other_clients_use() -> None:
         view = MessageView(payload)
         assert (view.header, view.header_end) == _general_header(payload), n
     assert MessageView(b"\x00\x53\x70\x45\x00\x53\x77\x40").header == Header()  # list0
+    rhea = bytes.fromhex("005370d0000000050000000141") + b"\x00\x53\x77\x40"  # list32, as rhea sends it
+    view = MessageView(rhea)
+    assert (view.header, view.header_end) == _general_header(rhea) and view.header.durable
+    assert _short_header(rhea) is not None
 
 
 def test_replicate_equals_the_general_encoder_and_the_destination_rule() -> None:
