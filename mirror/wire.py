@@ -72,6 +72,7 @@ AMQP_VALUE = 0x77
 _II = struct.Struct(">II").unpack_from
 _II_PACK = struct.Struct(">II").pack
 _LONG = struct.Struct(">Bq").pack
+_LONG_AT = struct.Struct(">q").unpack_from
 _DURABLE_HEADER = Header(durable=True).encode()
 
 
@@ -463,17 +464,14 @@ def _plain_map(items: dict[Any, Any]) -> bytes:
     return enc_map_of_encoded(parts)
 
 
-def _section_value(payload: bytes, parts: list[tuple[int, int, int]], code: int) -> tuple[bool, Any]:
-    for c, start, _ in parts:
-        if c == code:
-            _, pos = decode_value(payload, start + 1)
-            value, _ = decode_value(payload, pos)
-            return True, value
-    return False, None
-
-
 def _amqp_value(payload: bytes, parts: list[tuple[int, int, int]]) -> Any:
-    return _section_value(payload, parts, AMQP_VALUE)[1]
+    for code, start, end in parts:
+        if code == AMQP_VALUE:
+            vpos = start + 3 if payload[start + 1] == 0x53 else decode_value(payload, start + 1)[1]
+            if payload[vpos] == 0x81 and end == vpos + 9:  # a postAck's long message id
+                return _LONG_AT(payload, vpos + 1)[0]
+            return decode_value(payload, vpos)[0]
+    return None
 
 
 def _opt_str(annotations: dict[Any, Any], key: Symbol) -> str | None:

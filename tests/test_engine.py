@@ -212,3 +212,37 @@ def test_fast_transfer_decoder_agrees_with_the_generic_one() -> None:
     # an unusual encoding (uint delivery-id as ulong) is left to the generic decoder
     odd = b"\x00\x53\x14\xc0\x04\x02\x43\x44"
     assert fast_transfer_fields(odd) is None
+
+
+def _disposition(*fields: str) -> bytes:
+    body = bytes.fromhex("".join(fields))
+    return b"\x00\x53\x15\xc0" + bytes((len(body) + 1, len(fields))) + body
+
+
+ACCEPTED_HEX, REJECTED_HEX = "00532445", "00532545"
+USUAL_DISPOSITIONS = [
+    _disposition("41", "5205", "5209", "41", ACCEPTED_HEX),  # receiver accepts 5..9 (smalluint)
+    _disposition("41", "43", "40", "41", ACCEPTED_HEX),  # delivery 0 (uint0), no last
+    _disposition("42", "7000011170", "40", "41", ACCEPTED_HEX),  # sender role, uint
+    _disposition("41", "5201", "40", "42", "40", "41"),  # no state, batchable
+    _disposition("41", "5203"),  # only role and first
+]
+
+
+@pytest.mark.parametrize("body", USUAL_DISPOSITIONS, ids=lambda b: b.hex())
+def test_disposition_fast_path_reads_what_the_generic_decoder_reads(body: bytes) -> None:
+    from broker_core.amqp.framing import ACCEPTED, fast_disposition_fields
+
+    fast = fast_disposition_fields(body)
+    assert fast is not None, "the usual encodings take the fast path"
+    assert [Accepted() if f is ACCEPTED else f for f in fast] == decode(body[3:])
+
+
+def test_disposition_fast_path_declines_what_it_does_not_know() -> None:
+    from broker_core.amqp.framing import fast_disposition_fields
+
+    assert fast_disposition_fields(_disposition("41", "5201", "40", "41", REJECTED_HEX)) is None
+    assert fast_disposition_fields(_disposition("41", "a10178")) is None  # first as a string: generic judges
+    assert fast_disposition_fields(b"\x00\x53\x15\x45") is None  # list0
+    short = _disposition("41", "5205")[:-1]
+    assert fast_disposition_fields(short) is None

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from . import errors
 from .codec import DecodeError, decode_value, enc_list_of_encoded, enc_uint
 from .framing import (
+    ACCEPTED,
     AMQP_HEADER,
     EMPTY_FRAME,
     FRAME_AMQP,
@@ -29,12 +30,14 @@ from .framing import (
     HEADER_SIZE,
     MIN_MAX_FRAME_SIZE,
     SASL_HEADER,
+    fast_disposition_fields,
     fast_transfer_fields,
     frame,
     transfer_frames,
     unpack_header,
 )
 from .performatives import (
+    Accepted,
     Attach,
     Begin,
     Close,
@@ -423,7 +426,11 @@ class Connection:
             self._on_transfer(channel, fields, body, end)
             return
         if head == _DESC_DISPOSITION:
-            fields, _ = decode_value(body, 3)
+            fields = fast_disposition_fields(body)
+            if fields is None:
+                fields, _ = decode_value(body, 3)
+            elif len(fields) > 4 and fields[4] is ACCEPTED:
+                fields[4] = Accepted()
             self._on_disposition(channel, fields)
             return
         perf, _ = decode_value(body, 0)

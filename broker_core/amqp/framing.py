@@ -138,3 +138,49 @@ def fast_transfer_fields(body: bytes) -> tuple[list[Any], int] | None:
         else:
             return None
     return (fields, end) if pos == end else None
+
+
+_ACCEPTED_STATE = b"\x00\x53\x24\x45"  # accepted, as every peer encodes it: described list0
+
+
+def fast_disposition_fields(body: bytes) -> list[Any] | None:
+    """A disposition's fields when it uses the usual compact encodings and its state, if any, is
+    Accepted; None otherwise (the caller then uses the generic decoder, which also checks everything).
+    The state is returned as the marker ``ACCEPTED`` for the caller to turn into its own object."""
+    if len(body) < 6 or body[3] != 0xC0:
+        return None
+    size, count = body[4], body[5]
+    end = 5 + size
+    if end != len(body) or count > 6:
+        return None
+    pos = 6
+    fields: list[Any] = []
+    for i in range(count):
+        code = body[pos] if pos < end else -1
+        if code == 0x40:
+            fields.append(None)
+            pos += 1
+        elif i in (1, 2):  # first, last: uint
+            if code == 0x43:
+                fields.append(0)
+                pos += 1
+            elif code == 0x52:
+                fields.append(body[pos + 1])
+                pos += 2
+            elif code == 0x70:
+                fields.append(int.from_bytes(body[pos + 1 : pos + 5], "big"))
+                pos += 5
+            else:
+                return None
+        elif i in (0, 3, 5) and code in _BOOLS:  # role, settled, batchable
+            fields.append(_BOOLS[code])
+            pos += 1
+        elif i == 4 and body[pos : pos + 4] == _ACCEPTED_STATE:
+            fields.append(ACCEPTED)
+            pos += 4
+        else:
+            return None
+    return fields if pos == end else None
+
+
+ACCEPTED = object()  # fast_disposition_fields' stand-in for an Accepted state
