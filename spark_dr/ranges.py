@@ -117,27 +117,61 @@ def range_sums(records: DataFrame, side: int, ids_per_range: int) -> DataFrame:
     )
 
 
-MAX_PUSHED_INTERVALS = 256
+PUSHED_INTERVALS = 8  # Parquet evaluates a long OR of intervals slowly: push a few coarse ones down
+PASS2_COLUMNS = [
+    "node_id",
+    "event",
+    "message_id",
+    "identity_broker",
+    "identity_id",
+    "address",
+    "queue",
+    "queues",
+    "ack_reason",
+    "via_mirror",
+    "timestamp_ms",
+    "digest",
+    "size",
+    "segment",
+    "offset",
+    "repaired",
+]
 
 
 def narrowed(records: DataFrame, local_buckets: set[int], ids_per_range: int) -> DataFrame:
-    """``records`` restricted to the local message id buckets given, as message id intervals pushed down
-    to the reader (a Parquet export decodes only the row groups holding them), unless there are too
-    many intervals to be worth it."""
-    intervals = id_intervals(local_buckets, ids_per_range)
-    if len(intervals) > MAX_PUSHED_INTERVALS:
-        return records
+    """``records`` restricted to the local message id buckets given: exactly, by bucket (a hash set
+    lookup per row), and coarsely, by at most ``PUSHED_INTERVALS`` message id intervals covering them,
+    pushed down to the reader (a Parquet export skips the row groups outside them by their statistics)."""
+    if not local_buckets:
+        return records.filter(F.lit(False))
     mid = F.col("message_id")
-    return records.filter(reduce(operator.or_, [(mid >= a) & (mid < b) for a, b in intervals], F.lit(False)))
+    coarse = coarse_intervals(id_intervals(local_buckets, ids_per_range), PUSHED_INTERVALS)
+    pushed = reduce(operator.or_, [(mid >= a) & (mid < b) for a, b in coarse])
+    exact = F.floor(mid / F.lit(ids_per_range)).isin(sorted(local_buckets))
+    return records.filter(pushed & exact)
+
+
+def coarse_intervals(intervals: list[tuple[int, int]], most: int) -> list[tuple[int, int]]:
+    """``intervals`` (sorted, disjoint) merged across their smallest gaps until at most ``most`` remain."""
+    out = list(intervals)
+    while len(out) > most:
+        k = min(range(len(out) - 1), key=lambda n: out[n + 1][0] - out[n][1])
+        out[k : k + 2] = [(out[k][0], out[k + 1][1])]
+    return out
+
+
+MAX_LISTED_RANGES = 20_000
 
 
 def in_ranges(rids: list[int], ids_per_range: int) -> Pick:
-    """A ``transforms`` pick: the references whose range is one of ``rids`` (broadcast semi-join)."""
+    """A ``transforms`` pick: the references whose range is one of ``rids`` (a set lookup per row, or a
+    broadcast semi-join when there are very many)."""
 
     def pick(refs: DataFrame) -> DataFrame:
-        spark = refs.sparkSession
-        wanted = F.broadcast(spark.createDataFrame([(r,) for r in rids], "rid bigint"))
         rid = range_id(F.col("identity_broker"), F.col("queue"), F.col("identity_id"), ids_per_range)
+        if len(rids) <= MAX_LISTED_RANGES:  # a hash set in the filter: no broadcast job
+            return refs.filter(rid.isin(rids))
+        wanted = F.broadcast(refs.sparkSession.createDataFrame([(r,) for r in rids], "rid bigint"))
         return refs.withColumn("rid", rid).join(wanted, "rid", "left_semi").drop("rid")
 
     return pick

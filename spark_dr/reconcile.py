@@ -70,12 +70,16 @@ def reconcile(spark: SparkSession, path1: Path, path2: Path, opts: Options | Non
     say(f"dedup marks: {opts.names[0]} {marks[0]}, {opts.names[1]} {marks[1]}")
     say(f"{diff.differing} of {diff.ranges} identity ranges differ: classifying them")
     ids = opts.ids_per_range
-    pick = None if diff.everything else R.in_ranges(diff.rids, ids)
-    detail = [T.side_state(R.narrowed(r, diff.local[i], ids), pick) for i, r in enumerate(records)]
-    rows = [
-        T.reference_rows(R.narrowed(r, {b for _, b in diff.snf[i]}, ids), R.in_buckets(diff.snf[i], ids))
-        for i, r in enumerate(records)
-    ]
+    if diff.everything:
+        pick, narrow = None, list(records)
+    else:  # one filtered read per side, cached: the states and the recovery-point gap come from it
+        pick = R.in_ranges(diff.rids, ids)
+        wanted = [diff.local[i] | {b for _, b in diff.snf[i]} for i in range(2)]
+        narrow = [
+            R.narrowed(r.select(*R.PASS2_COLUMNS), wanted[i], ids).cache() for i, r in enumerate(records)
+        ]
+    detail = [T.side_state(r, pick) for r in narrow]
+    rows = [T.reference_rows(r, R.in_buckets(diff.snf[i], ids)) for i, r in enumerate(narrow)]
     classified = T.classify(
         detail[0],
         detail[1],
@@ -95,7 +99,8 @@ def reconcile(spark: SparkSession, path1: Path, path2: Path, opts: Options | Non
     extents = _extents(records)
     side_info = {s.name: _side_info(s, e, _gap(r)) for s, e, r in zip(sides, extents, rows, strict=True)}
     actions = _actionable(classified, opts)
-    classified.unpersist()
+    for frame in (*narrow, classified):
+        frame.unpersist()
     result = _result(sides, summary, window, timeline, side_info, actions, opts)
     result["seconds"] = round(time.monotonic() - started, 3)
     say(f"done in {result['seconds']} s")
