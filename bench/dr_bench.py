@@ -9,7 +9,10 @@ session times, on the same Parquet input, ``--repeat`` rounds of:
                are made from: counts per address, window, timeline, recovery-point gap, every diverged
                reference collected to the driver), minus writing the report files;
   join_classify  (``--join-baseline``) the previous job: full outer joins of every reference, counts only;
-and once, after the rounds, datacompy's SparkSQLCompare of the two sides' message tables (optional).
+and once, after the rounds (``--datacompy``), datacompy's ``SparkSQLCompare`` of the two sides' client
+records (``datacompy_frames``: sends per queue and acks, keyed by identity, queue and event; compared
+columns address, digest, ack_reason, via_mirror) followed by its text ``report()``: the comparison an
+operator would run on the two exports, with datacompy's defaults (intermediates cached).
 Peak memory: the JVM's peak RSS (VmHWM, reset before each reconcile where the kernel allows it) and
 the Python driver's. Prints one JSON line; checks every count against DIR/truth.json.
 """
@@ -142,7 +145,7 @@ def spread(values: list[float]) -> dict[str, float]:
 def one_round(spark: Any, root: Path, pid: int, ids_per_range: int, baseline: bool) -> dict[str, Any]:
     both = spark.read.parquet(str(root / "dc1.parquet"), str(root / "dc2.parquet"))
     noop = lambda df: df.write.format("noop").mode("overwrite").save()  # noqa: E731
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"load_1min": os.getloadavg()[0]}  # the machine is shared: say how busy
     out["scan_all_s"], _ = timed(lambda: noop(both))
     out["scan_needed_s"], _ = timed(lambda: noop(both.select(*NEEDED)))
     out["peak_reset"] = reset_peak(pid)
@@ -189,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
             [r["join_classify_s"] / r["reconcile_s"] for r in rounds]
         )
         out["join_counts_equal"] = all(r["join_counts"] == rounds[-1]["result"]["counts"] for r in rounds)
+    out["load_1min_at_rounds"] = [round(r["load_1min"], 2) for r in rounds]
     out["jvm_peak_rss_mb_reconcile"] = max(r["jvm_peak_rss_mb"] for r in rounds)
     out["jvm_peak_reset"] = all(r["peak_reset"] for r in rounds)
     result = rounds[-1]["result"]
@@ -197,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     out["matches_truth"] = all(result["counts"].get(k, 0) == v for k, v in truth.items() if k != "total")
     out["diverged_collected"] = len(result["diverged"])
     if args.datacompy:
+        out["load_1min_at_datacompy"] = round(os.getloadavg()[0], 2)
         out["datacompy_s"], out["datacompy"] = timed(lambda: datacompy_compare(spark, args.root))
         out["datacompy_over_reconcile"] = spread([out["datacompy_s"] / r["reconcile_s"] for r in rounds])
     out["jvm_peak_rss_mb_session"] = peak_rss_mb(pid)
