@@ -1,4 +1,4 @@
-"""The journal's record types: facts about addresses, queues, messages and metadata (never changed once made).
+"""The journal's record types: facts about addresses, queues, messages and metadata, never changed.
 
 Ids are allocated by the server, monotonically per kind; the journal only remembers the highest ones.
 ``HighestIds`` is the journal's own record: compaction writes it so that the highest ids survive even
