@@ -266,17 +266,18 @@ def encode_replicated(
 def replicate(payload: bytes, mr_id: int, origin_broker_id: str | None, routed_address: str | None) -> bytes:
     """A stored message as the mirror sends it (the source's hot path: one look at the leading sections)."""
     head_end, da_end, props = _head(payload)
-    destination = routed_address
-    if routed_address is not None and props >= 0 and list_field(payload, props, 2) == routed_address:
-        destination = None  # Artemis's rule: x-opt-amq-mr-dst only when properties.to differs
+    destination = _destination(payload, props, routed_address)
     return payload[:head_end] + _da_section(int(mr_id), origin_broker_id, destination) + payload[da_end:]
 
 
 def destination_annotation(payload: bytes, routed_address: str | None) -> str | None:
     """Artemis's rule for `x-opt-amq-mr-dst`: only when `properties.to` is missing or differs."""
+    return _destination(payload, _head(payload)[2], routed_address)
+
+
+def _destination(payload: bytes, props: int, routed_address: str | None) -> str | None:
     if routed_address is None:
         return None
-    _, _, props = _head(payload)
     to = list_field(payload, props, 2) if props >= 0 else None
     return None if to == routed_address else routed_address
 

@@ -72,18 +72,21 @@ def all_send_refs(records: DataFrame) -> DataFrame:
     ).filter(F.col("queue").isNotNull())
 
 
-def all_acks(records: DataFrame) -> DataFrame:
-    acks = records.filter((F.col("event") == "ack") & F.col("queue").isNotNull())
-    return acks.select(
-        F.col("node_id").alias("ack_node_id"),
-        "message_id",
+def _ack_columns() -> list[str | Column]:
+    """What an ack row contributes to a reference besides its message id (and identity)."""
+    return [
         "queue",
         F.col("address").alias("ack_address"),
         "ack_reason",
         F.col("via_mirror").alias("ack_via_mirror"),
         F.col("timestamp_ms").alias("acked_ms"),
         F.lit(True).alias("acked"),
-    )
+    ]
+
+
+def all_acks(records: DataFrame) -> DataFrame:
+    acks = records.filter((F.col("event") == "ack") & F.col("queue").isNotNull())
+    return acks.select(F.col("node_id").alias("ack_node_id"), "message_id", *_ack_columns())
 
 
 def reference_rows(records: DataFrame, pick: Pick | None = None) -> DataFrame:
@@ -101,41 +104,14 @@ def reference_rows(records: DataFrame, pick: Pick | None = None) -> DataFrame:
 
 def identified_acks(records: DataFrame) -> DataFrame:
     """Client acks keyed by the identity their row carries; an orphan (none) by its local name."""
-    known = F.col("identity_broker").isNotNull() & F.col("identity_id").isNotNull()
-    return message_acks_with_identity(records).select(
-        F.when(known, F.col("identity_broker")).otherwise(F.col("ack_node_id")).alias("identity_broker"),
-        F.when(known, F.col("identity_id")).otherwise(F.col("ack_message_id")).alias("identity_id"),
-        *[c for c in _ACK_COLUMNS if c not in ("identity_broker", "identity_id")],
-    )
-
-
-_ACK_COLUMNS = [
-    "identity_broker",
-    "identity_id",
-    "ack_node_id",
-    "ack_message_id",
-    "queue",
-    "ack_address",
-    "ack_reason",
-    "ack_via_mirror",
-    "acked_ms",
-    "acked",
-]
-
-
-def message_acks_with_identity(records: DataFrame) -> DataFrame:
     acks = records.filter((F.col("event") == "ack") & F.col("queue").isNotNull() & ~internal(F.col("queue")))
+    known = F.col("identity_broker").isNotNull() & F.col("identity_id").isNotNull()
     return acks.select(
-        "identity_broker",
-        "identity_id",
+        F.when(known, F.col("identity_broker")).otherwise(F.col("node_id")).alias("identity_broker"),
+        F.when(known, F.col("identity_id")).otherwise(F.col("message_id")).alias("identity_id"),
         F.col("node_id").alias("ack_node_id"),
         F.col("message_id").alias("ack_message_id"),
-        "queue",
-        F.col("address").alias("ack_address"),
-        "ack_reason",
-        F.col("via_mirror").alias("ack_via_mirror"),
-        F.col("timestamp_ms").alias("acked_ms"),
-        F.lit(True).alias("acked"),
+        *_ack_columns(),
     )
 
 

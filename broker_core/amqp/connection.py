@@ -22,7 +22,6 @@ from typing import Any, Protocol
 from . import errors
 from .codec import DecodeError, decode_value, enc_list_of_encoded, enc_uint
 from .framing import (
-    ACCEPTED,
     AMQP_HEADER,
     EMPTY_FRAME,
     FRAME_AMQP,
@@ -37,7 +36,6 @@ from .framing import (
     unpack_header,
 )
 from .performatives import (
-    Accepted,
     Attach,
     Begin,
     Close,
@@ -429,8 +427,6 @@ class Connection:
             fields = fast_disposition_fields(body)
             if fields is None:
                 fields, _ = decode_value(body, 3)
-            elif len(fields) > 4 and fields[4] is ACCEPTED:
-                fields[4] = Accepted()
             self._on_disposition(channel, fields)
             return
         perf, _ = decode_value(body, 0)

@@ -10,6 +10,7 @@ import struct
 from typing import Any
 
 from .codec import enc_list_of_encoded
+from .performatives import Accepted
 
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
 SASL_HEADER = b"AMQP\x03\x01\x00\x00"
@@ -92,6 +93,15 @@ def transfer_frames(
 
 
 _BOOLS = {0x41: True, 0x42: False, 0x40: None}
+_UINT_WIDTH = {0x43: 1, 0x52: 2, 0x70: 5}  # uint0, smalluint, uint: constructor and value bytes
+
+
+def _read_uint(body: bytes, pos: int, code: int) -> int:
+    if code == 0x43:
+        return 0
+    if code == 0x52:
+        return body[pos + 1]
+    return int.from_bytes(body[pos + 1 : pos + 5], "big")
 
 
 def fast_transfer_fields(body: bytes) -> tuple[list[Any], int] | None:
@@ -117,17 +127,11 @@ def fast_transfer_fields(body: bytes) -> tuple[list[Any], int] | None:
             fields.append(None)
             pos += 1
         elif i in (0, 1, 3):  # handle, delivery-id, message-format: uint
-            if code == 0x43:
-                fields.append(0)
-                pos += 1
-            elif code == 0x52:
-                fields.append(body[pos + 1])
-                pos += 2
-            elif code == 0x70:
-                fields.append(int.from_bytes(body[pos + 1 : pos + 5], "big"))
-                pos += 5
-            else:
+            width = _UINT_WIDTH.get(code)
+            if width is None:
                 return None
+            fields.append(_read_uint(body, pos, code))
+            pos += width
         elif i == 2 and code == 0xA0:  # delivery-tag: binary8
             n = body[pos + 1]
             fields.append(body[pos + 2 : pos + 2 + n])
@@ -145,8 +149,7 @@ _ACCEPTED_STATE = b"\x00\x53\x24\x45"  # accepted, as every peer encodes it: des
 
 def fast_disposition_fields(body: bytes) -> list[Any] | None:
     """A disposition's fields when it uses the usual compact encodings and its state, if any, is
-    Accepted; None otherwise (the caller then uses the generic decoder, which also checks everything).
-    The state is returned as the marker ``ACCEPTED`` for the caller to turn into its own object."""
+    Accepted; None otherwise (the caller then uses the generic decoder, which also checks everything)."""
     if len(body) < 6 or body[3] != 0xC0:
         return None
     size, count = body[4], body[5]
@@ -161,26 +164,17 @@ def fast_disposition_fields(body: bytes) -> list[Any] | None:
             fields.append(None)
             pos += 1
         elif i in (1, 2):  # first, last: uint
-            if code == 0x43:
-                fields.append(0)
-                pos += 1
-            elif code == 0x52:
-                fields.append(body[pos + 1])
-                pos += 2
-            elif code == 0x70:
-                fields.append(int.from_bytes(body[pos + 1 : pos + 5], "big"))
-                pos += 5
-            else:
+            width = _UINT_WIDTH.get(code)
+            if width is None:
                 return None
+            fields.append(_read_uint(body, pos, code))
+            pos += width
         elif i in (0, 3, 5) and code in _BOOLS:  # role, settled, batchable
             fields.append(_BOOLS[code])
             pos += 1
         elif i == 4 and body[pos : pos + 4] == _ACCEPTED_STATE:
-            fields.append(ACCEPTED)
+            fields.append(Accepted())
             pos += 4
         else:
             return None
     return fields if pos == end else None
-
-
-ACCEPTED = object()  # fast_disposition_fields' stand-in for an Accepted state
