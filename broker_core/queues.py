@@ -160,6 +160,12 @@ class Queue:
         if self.consumers:
             self.dispatch()
 
+    def enqueue_many(self, refs: list[MessageRef]) -> None:
+        self.messages.extend(refs)
+        self.added += len(refs)
+        if self.consumers:
+            self.dispatch()
+
     def requeue(self, refs: list[MessageRef]) -> None:
         """Put references back at the head, oldest first (after consumer loss or release)."""
         for ref in sorted(refs, key=lambda r: r.message.id, reverse=True):

@@ -96,6 +96,7 @@ class Server:
         self._next_address_id = 1
         self._pending_records: list[Any] = []
         self._pending_callbacks: list[Callable[[], None]] = []
+        self._pending_enqueues: list[MessageRef] = []  # for after-durable queues, in journal order
         self._pending_meta: dict[str, bytes] = {}
         self._settings_cache: dict[str, AddressSettings] = {}
         self._flush_scheduler: Callable[[], None] | None = None
@@ -253,6 +254,9 @@ class Server:
             self._pending_records.extend(records.MetaRecord(k, v) for k, v in self._pending_meta.items())
             self._pending_meta.clear()
         recs, cbs = self._pending_records, self._pending_callbacks
+        if self._pending_enqueues:
+            refs, self._pending_enqueues = self._pending_enqueues, []
+            cbs.insert(0, lambda: self._enqueue_durable(refs))
         if not recs and not cbs:
             return
         self._pending_records, self._pending_callbacks = [], []
@@ -554,9 +558,20 @@ class Server:
         if queue.after_durable:
             # A store-and-forward queue hands nothing on before the operation that produced it is on
             # disk here: otherwise a crash could leave the other side with something this side lost.
-            self.after_durable(lambda: queue.enqueue(ref) if queue.name in self.queues else None)
+            # One callback per journal batch adds them all (see flush_pending), not one per reference.
+            self._pending_enqueues.append(ref)
+            self._schedule_flush()
         else:
             queue.enqueue(ref)
+
+    def _enqueue_durable(self, refs: list[MessageRef]) -> None:
+        by_queue: dict[int, list[MessageRef]] = {}
+        for ref in refs:
+            by_queue.setdefault(id(ref.queue), []).append(ref)
+        for qrefs in by_queue.values():
+            q = qrefs[0].queue
+            if self.queues.get(q.name) is q:  # not deleted while its batch was being written
+                q.enqueue_many(qrefs)
 
     def _forget_identity(self, msg: StoredMessage) -> None:
         key = self.identity_of(msg)

@@ -74,6 +74,7 @@ class MirrorSource(Observer):
         self.installed = False
         self._sync_waiters: dict[int, Callable[[], None]] = {}
         self._post_ack_prefixes: dict[tuple[str, str, str | None, int], bytes] = {}
+        self._excluded_cache: dict[str, bool] = {}
         self.stats = {"events_sent": 0, "events_accepted": 0, "events_queued": 0}
         self._remote_key = f"mirror.remote.{self.name}"
         self._remote_raw: bytes | None = None
@@ -148,11 +149,18 @@ class MirrorSource(Observer):
     # ---------------------------------------------------------------------------------- rules
 
     def _excluded(self, address: str) -> bool:
-        return (
-            address.startswith(wire.MIRROR_ADDRESS_PREFIX)
-            or address.startswith(self.server.config.management_address)
-            or not self.filter.matches(address)
-        )
+        # Asked for every routed message and ack; the answer per address never changes.
+        excluded = self._excluded_cache.get(address)
+        if excluded is None:
+            excluded = (
+                address.startswith(wire.MIRROR_ADDRESS_PREFIX)
+                or address.startswith(self.server.config.management_address)
+                or not self.filter.matches(address)
+            )
+            if len(self._excluded_cache) >= 10000:
+                self._excluded_cache.clear()
+            self._excluded_cache[address] = excluded
+        return excluded
 
     def _from_remote(self) -> bool:
         """True while applying an event that came from this mirror's remote (or any, before we know it)."""
@@ -230,7 +238,12 @@ class MirrorSource(Observer):
         remote = self.remote_id
         if self._from_remote() or (remote is not None and message.origin_broker_id == remote):
             return []
-        if self._excluded(message.address) or all(self._queue_skipped(q) for q in queues):
+        if self._excluded(message.address):
+            return []
+        for q in queues:
+            if not self._queue_skipped(q):
+                break
+        else:
             return []
         assert self.queue is not None
         self.stats["events_queued"] += 1
