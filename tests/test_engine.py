@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from broker_core.amqp import errors
-from broker_core.amqp.codec import Array, Symbol, UInt, ULong, decode, encode
+from broker_core.amqp.codec import Array, Symbol, UInt, ULong, decode, decode_value, encode
 from broker_core.amqp.connection import Connection, Link, Session
 from broker_core.amqp.framing import transfer_frames
-from broker_core.amqp.performatives import Accepted, Attach, Source, Target
+from broker_core.amqp.performatives import Accepted, Attach, Source, Target, Transfer
 
 
 class Recorder:
@@ -159,6 +159,24 @@ def test_large_message_spans_many_frames_and_arrives_whole() -> None:
     server.settle_incoming(sh.links[0].session, 0, 0, Accepted().encode_amqp())
     pump(client, server)
     assert ch.dispositions and isinstance(ch.dispositions[0][3], Accepted)
+
+
+@pytest.mark.parametrize(
+    ("handle", "delivery_id", "tag", "settled"),
+    [(0, 0, b"", False), (7, 255, b"\x00\x00\x00\x01", True), (300, 2**32 - 1, b"t" * 32, False)],
+)
+def test_single_frame_transfer_decodes_with_the_general_decoder(
+    handle: int, delivery_id: int, tag: bytes, settled: bool
+) -> None:
+    payload = b"\x00\x53\x77\xa1\x01x"
+    [frame] = transfer_frames(3, handle, delivery_id, tag, settled, payload, 512)
+    assert int.from_bytes(frame[:4], "big") == len(frame) and frame[4:8] == b"\x02\x00\x00\x03"
+    performative, end = decode_value(frame, 8)
+    assert isinstance(performative, Transfer)
+    got = (performative.handle, performative.delivery_id, performative.delivery_tag)
+    assert got == (handle, delivery_id, tag)
+    assert (performative.message_format, performative.settled, performative.more) == (0, settled, None)
+    assert frame[end:] == payload
 
 
 def test_transfer_without_credit_closes_the_connection_with_a_condition() -> None:

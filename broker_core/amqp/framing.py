@@ -56,6 +56,15 @@ def transfer_frames(
     message_format: int = 0,
 ) -> list[bytes]:
     """Encode one delivery as one or more transfer frames, split to fit `max_frame_size`."""
+    if message_format == 0 and len(tag) <= 32:
+        # The usual delivery, built in one go: list8 of handle, delivery-id (always uint), binary8 tag,
+        # message-format 0, settled.
+        fields = b"".join((_uint(handle), _UINT(0x70, delivery_id), bytes((0xA0, len(tag))), tag))
+        size = len(fields) + 8 + len(payload)  # + descriptor 3, list8 size and count 2, format, settled
+        if size + HEADER_SIZE <= max_frame_size:
+            head = _HEADER.pack(size + HEADER_SIZE, 2, FRAME_AMQP, channel)
+            list8 = bytes((0x00, 0x53, 0x14, 0xC0, len(fields) + 3, 5))
+            return [b"".join((head, list8, fields, b"\x43\x41" if settled else b"\x43\x42", payload))]
     fmt = b"\x43" if message_format == 0 else _uint(message_format)
     first_fields = [
         _uint(handle),
