@@ -71,6 +71,7 @@ class MirrorSource(Observer):
         self.queue: Queue | None = None
         self.consumer: MirrorConsumer | None = None
         self._pending = 0
+        self._pending_bytes = 0  # of the events on the store-and-forward queue: kept, not summed per call
         self.installed = False
         self._sync_waiters: dict[int, Callable[[], None]] = {}
         self._post_ack_prefixes: dict[tuple[str, str, str | None, int], bytes] = {}
@@ -102,6 +103,7 @@ class MirrorSource(Observer):
         q.internal = True
         q.after_durable = True
         self.queue = q
+        self._pending_bytes = sum(len(r.message.payload) for r in q.messages)  # recovered events
         srv.observers.append(self)
         if self.settings.sync:
             srv.sync_mirrors += 1
@@ -143,6 +145,7 @@ class MirrorSource(Observer):
         for msg in backlog:
             mid = msg.origin_message_id if msg.origin_message_id is not None else msg.id
             srv.enqueue_copy(self.queue, msg, origin=(msg.origin_broker_id, mid))
+            self._pending_bytes += len(msg.payload)
         srv.set_meta(done_key, b"1")
         log.info("mirror %s: initial sync queued %d existing messages", self.name, len(backlog))
 
@@ -179,6 +182,7 @@ class MirrorSource(Observer):
         assert self.queue is not None
         msg = self.server.enqueue_internal(self.queue, payload, durable=True)
         self.stats["events_queued"] += 1
+        self._pending_bytes += len(payload)
         self._capture(msg.id)
 
     def _capture(self, message_id: int) -> None:
@@ -247,11 +251,15 @@ class MirrorSource(Observer):
             return []
         assert self.queue is not None
         self.stats["events_queued"] += 1
+        self._pending_bytes += len(message.payload)
         self._capture(message.id)
         return [self.queue]
 
     def message_acked(self, ref: MessageRef, reason: int) -> None:
         q = ref.queue
+        if q is self.queue:  # an event left the store-and-forward queue (the only way one leaves)
+            self._pending_bytes -= len(ref.message.payload)
+            return
         if (
             not self.settings.message_acknowledgements
             or reason == ACK_REPLACED
@@ -358,7 +366,7 @@ class MirrorSource(Observer):
             "queue": self.snf,
             "remoteBrokerId": self.remote_id,
             "pendingEvents": pending,
-            "pendingBytes": sum(len(r.message.payload) for r in q.messages) if q is not None else 0,
+            "pendingBytes": self._pending_bytes,
             "oldestPendingAgeMs": int(time.time() * 1000) - oldest if oldest else 0,
             "eventsQueued": self.stats["events_queued"],
             "eventsSent": self.stats["events_sent"],

@@ -59,10 +59,17 @@ def test_target_down_under_load_then_catch_up_exactly(tmp_path: Path) -> None:
         dc2.kill()
         t.join(60)
         assert done.is_set()
-        pending = status(dc1)["sources"][0]["pendingEvents"]
-        assert pending > 0, "the outage should leave events waiting on DC1"
+        held = status(dc1)["sources"][0]
+        assert held["pendingEvents"] > 0, "the outage should leave events waiting on DC1"
+        assert held["pendingBytes"] >= held["pendingEvents"] * len("m0"), held
+        dc1.stop()  # the source restarts during the outage: its backlog and its figures come back
+        dc1.start()
+        again = status(dc1)["sources"][0]  # plus the restart's announcements of addresses and queues
+        assert again["pendingEvents"] >= held["pendingEvents"]
+        assert again["pendingBytes"] > held["pendingBytes"]
         dc2.start()
         wait_until(lambda: drained(dc1), 30, "DC1's store-and-forward queue to drain")
+        assert status(dc1)["sources"][0]["pendingBytes"] == 0  # neither lost at the restart nor counted twice
         assert bodies(dc2) == sorted(f"m{i}" for i in range(600)), "lost or duplicated after catch-up"
     finally:
         dc1.stop()
