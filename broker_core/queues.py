@@ -5,6 +5,8 @@ Invariants:
   still hold it, and its journal record is dead when that reaches zero.
 - A queue hands each message to one consumer at a time; a reference is either waiting in `messages`
   or in flight to exactly one consumer, never both.
+- `waiting` indexes the references in `messages` by message id (a mirrored ack finds its message in
+  O(1), not by scanning a deep queue), so `messages` changes only through the queue's own methods.
 - Redelivered references go back to the head in their original order, so per-queue order holds for
   everything not yet delivered.
 """
@@ -109,6 +111,7 @@ class Queue:
         "purge_on_no_consumers",
         "routing_type",
         "temporary",
+        "waiting",
     )
 
     def __init__(
@@ -138,6 +141,7 @@ class Queue:
         self.temporary = temporary
         self.purge_on_no_consumers = purge_on_no_consumers
         self.messages: deque[MessageRef] = deque()
+        self.waiting: dict[int, MessageRef] = {}
         self.consumers: list[Consumer] = []
         self.in_flight = 0
         self.added = self.acked = self.expired = self.killed = 0
@@ -156,21 +160,42 @@ class Queue:
 
     def enqueue(self, ref: MessageRef) -> None:
         self.messages.append(ref)
+        self.waiting[ref.message.id] = ref
         self.added += 1
         if self.consumers:
             self.dispatch()
 
     def enqueue_many(self, refs: list[MessageRef]) -> None:
         self.messages.extend(refs)
+        waiting = self.waiting
+        for ref in refs:
+            waiting[ref.message.id] = ref
         self.added += len(refs)
         if self.consumers:
             self.dispatch()
+
+    def restore(self, ref: MessageRef) -> None:
+        """Append a recovered reference (at startup: no counters, no dispatch)."""
+        self.messages.append(ref)
+        self.waiting[ref.message.id] = ref
 
     def requeue(self, refs: list[MessageRef]) -> None:
         """Put references back at the head, oldest first (after consumer loss or release)."""
         for ref in sorted(refs, key=lambda r: r.message.id, reverse=True):
             ref.consumer = None
             self.messages.appendleft(ref)
+            self.waiting[ref.message.id] = ref
+
+    def remove(self, ref: MessageRef) -> None:
+        """Take one waiting reference out of the queue (to acknowledge it out of band)."""
+        self.messages.remove(ref)
+        del self.waiting[ref.message.id]
+
+    def keep_only(self, refs: list[MessageRef]) -> None:
+        """Replace the waiting references with `refs` (a subset, in order)."""
+        self.messages.clear()
+        self.messages.extend(refs)
+        self.waiting = {ref.message.id: ref for ref in refs}
 
     def add_consumer(self, consumer: Consumer) -> None:
         self.consumers.append(consumer)
@@ -198,6 +223,7 @@ class Queue:
                 else:
                     return
                 ref = messages.popleft()
+                del self.waiting[ref.message.id]
                 if is_expired is not None and is_expired(ref):
                     continue
                 self.in_flight += 1

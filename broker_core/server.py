@@ -214,7 +214,7 @@ class Server:
                     continue
                 msg.live_refs += 1
                 indexed = indexed or not rq.internal  # mirror copies live only on internal queues
-                rq.messages.append(MessageRef(msg, rq, rm.delivery_counts.get(queue_id, 0)))
+                rq.restore(MessageRef(msg, rq, rm.delivery_counts.get(queue_id, 0)))
             if indexed:
                 self.identity[self.identity_of(msg)] = msg
         self.meta = {k: v for k, v in state.meta.items() if v}
@@ -419,7 +419,7 @@ class Server:
             ref.message.live_refs -= 1
             if ref.message.live_refs <= 0:
                 self._forget_identity(ref.message)
-        q.messages.clear()
+        q.keep_only([])
         if q.durable and not q.temporary:
             self.persist(records.QueueRemoved(q.id))
         for o in self.observers:
@@ -620,16 +620,11 @@ class Server:
     def find_ref(self, queue: Queue, origin: str, message_id: int) -> MessageRef | None:
         """The waiting (not in-flight) reference on `queue` to the message with that identity."""
         msg = self.identity.get((origin, message_id))
-        if msg is None:
-            return None
-        for ref in queue.messages:
-            if ref.message is msg:
-                return ref
-        return None
+        return None if msg is None else queue.waiting.get(msg.id)
 
     def take(self, ref: MessageRef) -> None:
         """Remove a waiting reference from its queue (before acknowledging it out of band)."""
-        ref.queue.messages.remove(ref)
+        ref.queue.remove(ref)
 
     def is_expired(self, ref: MessageRef) -> bool:
         if ref.queue.internal:
@@ -738,9 +733,7 @@ class Server:
             if not expired:
                 continue
             gone = {id(r) for r in expired}
-            keep = [r for r in q.messages if id(r) not in gone]
-            q.messages.clear()
-            q.messages.extend(keep)
+            q.keep_only([r for r in q.messages if id(r) not in gone])
             for ref in expired:  # after the queue is rebuilt: an expiry copy may land on this very queue
                 self.expire(ref)
             n += len(expired)
