@@ -42,6 +42,7 @@ TYPE_MESSAGE_ACKED = 6
 TYPE_DELIVERY_COUNT = 7
 TYPE_META = 8
 TYPE_HIGHEST_IDS = 9
+TYPE_BATCH = 10  # not a record: says how many bytes of frames after it form one all-or-nothing batch
 
 _TYPE_CRC = [zlib.crc32(bytes([t])) for t in range(256)]
 
@@ -69,6 +70,17 @@ def frame(record_type: int, payload: bytes) -> bytes:
 
 def frame_crc(record_type: int, payload: bytes | memoryview) -> int:
     return zlib.crc32(payload, _TYPE_CRC[record_type])
+
+
+def batch_frame(length: int) -> bytes:
+    """The frame that makes the next ``length`` bytes of frames one batch: all replayed, or none."""
+    return frame(TYPE_BATCH, _U32.pack(length))
+
+
+def batch_length(payload: bytes | memoryview) -> int:
+    if len(payload) != _U32.size:
+        raise JournalFormatError(f"batch frame payload of {len(payload)} bytes, expected {_U32.size}")
+    return int(_U32.unpack_from(payload)[0])
 
 
 def encode(record: Record) -> bytes:

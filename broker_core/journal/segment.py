@@ -1,7 +1,9 @@
 """Segment files: names, the 32-byte header, and scanning the frames of a segment's bytes.
 
 Scanning stops at the first frame that is incomplete or fails its crc and reports where and why; it
-never skips ahead to look for a later valid frame (a torn tail is cut, never guessed).
+never skips ahead to look for a later valid frame (a torn tail is cut, never guessed). A batch frame
+makes the frames after it all-or-nothing: unless every one of them is valid, the scan stops at the
+batch frame itself.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker_core.journal.codec import FRAME, FRAME_SIZE, MAX_PAYLOAD, frame_crc
+from broker_core.journal.codec import FRAME, FRAME_SIZE, MAX_PAYLOAD, TYPE_BATCH, batch_length, frame_crc
 from broker_core.journal.errors import JournalFormatError
 
 MAGIC = b"AMQMJRNL"
@@ -86,32 +88,54 @@ class FrameScanner:
 
     def __init__(self, buf: bytes, start: int = HEADER_SIZE) -> None:
         self._buf = buf
+        self._view = memoryview(buf)
         self.valid_end = start
         self.problem: str | None = None
 
     def __iter__(self) -> Iterator[Frame]:
-        buf, view, end = self._buf, memoryview(self._buf), len(self._buf)
+        end = len(self._buf)
         pos = self.valid_end
-        unpack = FRAME.unpack_from
         while pos < end:
-            if end - pos < FRAME_SIZE:
-                self.problem = "incomplete record header"
+            frame = self._frame(pos, end)
+            if frame is None:
                 return
-            length, record_type, crc = unpack(buf, pos)
-            if length > MAX_PAYLOAD:
-                self.problem = f"implausible record length {length}"
+            if frame.record_type != TYPE_BATCH:
+                yield frame
+                pos = self.valid_end = pos + frame.size
+                continue
+            batch_end = frame.offset + frame.size + batch_length(frame.payload)
+            if batch_end > end:
+                self.problem = "batch runs past end of file"
                 return
-            stop = pos + FRAME_SIZE + length
-            if stop > end:
-                self.problem = "record length runs past end of file"
-                return
-            payload = view[pos + FRAME_SIZE : stop]
-            if frame_crc(record_type, payload) != crc:
-                self.problem = "record crc mismatch"
-                return
-            yield Frame(pos, stop - pos, record_type, payload)
-            pos = stop
-            self.valid_end = pos
+            frames, inner = [], frame.offset + frame.size
+            while inner < batch_end:  # every frame of the batch is checked before any is used
+                f = self._frame(inner, batch_end)
+                if f is None:
+                    self.problem = f"{self.problem} in the batch at offset {pos}"
+                    return
+                frames.append(f)
+                inner += f.size
+            yield from frames
+            pos = self.valid_end = batch_end
+
+    def _frame(self, pos: int, end: int) -> Frame | None:
+        """The valid frame at ``pos`` ending by ``end``, or None with ``problem`` set."""
+        if end - pos < FRAME_SIZE:
+            self.problem = "incomplete record header"
+            return None
+        length, record_type, crc = FRAME.unpack_from(self._buf, pos)
+        if length > MAX_PAYLOAD:
+            self.problem = f"implausible record length {length}"
+            return None
+        stop = pos + FRAME_SIZE + length
+        if stop > end:
+            self.problem = "record length runs past end of file"
+            return None
+        payload = self._view[pos + FRAME_SIZE : stop]
+        if frame_crc(record_type, payload) != crc:
+            self.problem = "record crc mismatch"
+            return None
+        return Frame(pos, stop - pos, record_type, payload)
 
 
 def read_file(path: Path) -> bytes:

@@ -23,6 +23,7 @@ class Entry:
     data: bytes
     records: tuple[Record, ...]
     sizes: tuple[int, ...]  # frame size of each record
+    lead: int = 0  # bytes before the first record's frame (a batch frame)
 
 
 class SegmentWriter:
@@ -78,7 +79,7 @@ class SegmentWriter:
             self._fd = -1
 
     def _apply(self, entry: Entry) -> None:
-        offset, seq, apply = self._position, self.seq, self._state.apply
+        offset, seq, apply = self._position + entry.lead, self.seq, self._state.apply
         for record, size in zip(entry.records, entry.sizes, strict=True):
             apply(record, seq, offset, size)
             offset += size

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from broker_core.journal import Journal
-from broker_core.journal.codec import encode
+from broker_core.journal import Journal, Position, iter_records
+from broker_core.journal.codec import batch_frame, encode
 from broker_core.journal.records import (
     AddressAdded,
     AddressRemoved,
@@ -151,3 +151,45 @@ def test_sequence_numbers_are_never_reused(tmp_path: Path) -> None:
     write(tmp_path, QUEUE_A)
     second = {p.name for p in segment_files(tmp_path)}
     assert first < second
+
+
+def test_a_batch_is_replayed_whole_or_not_at_all(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """An ack and the mirror event it caused share a batch: a crash must not keep one without the other."""
+    original = tmp_path / "original"
+    write(original, ADDRESS, QUEUE_A, QUEUE_B, message(1), message(2))
+    journal = Journal(original)
+    journal.open()
+    batch = [MessageAcked(1, 1), message(3), MessageAcked(2, 1)]
+    journal.append_many(batch)
+    journal.close()
+    path = [p for p in segment_files(original) if p.stat().st_size > HEADER_SIZE][-1]
+    data = path.read_bytes()
+    start, end = HEADER_SIZE, len(data)  # the batch is the only thing in the last segment
+    assert end - start == len(batch_frame(0)) + sum(len(encode(r)) for r in batch)
+    assert list(iter_records(original))[-3:] == [
+        (Position(int(path.stem[-12:]), o), r) for o, r in _offsets(start, batch)
+    ]
+    damaged = [("torn", data[:cut]) for cut in range(start + 1, end)]
+    damaged += [("flipped", data[:i] + bytes([data[i] ^ 0xFF]) + data[i + 1 :]) for i in range(start, end, 7)]
+    for n, (how, content) in enumerate(damaged):
+        directory = tmp_path / f"{how}-{n}"
+        directory.mkdir()
+        for file in segment_files(original):
+            (directory / file.name).write_bytes(file.read_bytes())
+        (directory / path.name).write_bytes(content)
+        assert [r for _, r in iter_records(directory)][-1] == message(2), (how, n)  # the reader agrees
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            state = reopen(directory)
+        assert {mid: m.queue_ids for mid, m in state.messages.items()} == {1: [1, 2], 2: [1, 2]}, (how, n)
+        assert (directory / path.name).stat().st_size == start, (how, n)
+        assert f"journal {path.name}: cut " in caplog.text
+
+
+def _offsets(start: int, records: list[object]) -> list[tuple[int, object]]:
+    """Where each record of a batch written at ``start`` begins: each is a whole frame of its own."""
+    out, pos = [], start + len(batch_frame(0))
+    for r in records:
+        out.append((pos, r))
+        pos += len(encode(r))  # type: ignore[arg-type]
+    return out
