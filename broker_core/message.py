@@ -87,10 +87,16 @@ def section_code(payload: bytes, pos: int) -> tuple[int, int]:
 
 def list_field(payload: bytes, start: int, index: int) -> Any:
     """Field `index` of the described list section at `start`, skipping (not building) the others."""
-    _, pos = decode_value(payload, start + 1)
+    return list_fields(payload, start, index)[0]
+
+
+def list_fields(payload: bytes, start: int, *indices: int) -> list[Any]:
+    """Fields `indices` (increasing) of the described list section at `start`, in one pass that skips
+    (does not build) the others; None for a field past the end of the list."""
+    pos = start + 3 if payload[start + 1] == 0x53 else decode_value(payload, start + 1)[1]
     code = payload[pos]
     if code == 0x45:
-        return None
+        return [None] * len(indices)
     if code == 0xC0:
         count, pos = payload[pos + 2], pos + 3
     elif code == 0xD0:
@@ -98,11 +104,19 @@ def list_field(payload: bytes, start: int, index: int) -> Any:
         pos += 9
     else:
         raise DecodeError(f"section at {start} is not a list")
-    if index >= count:
-        return None
-    for _ in range(index):
-        pos = skip_value(payload, pos)
-    return decode_value(payload, pos)[0]
+    out: list[Any] = []
+    at = 0
+    for index in indices:
+        if index >= count:
+            out.append(None)
+            continue
+        while at < index:
+            pos = skip_value(payload, pos)
+            at += 1
+        value, pos = decode_value(payload, pos)
+        at += 1
+        out.append(value)
+    return out
 
 
 def _section_value(payload: bytes, start: int) -> Any:
@@ -114,11 +128,14 @@ def _section_value(payload: bytes, start: int) -> Any:
 class MessageView:
     """Lazily parsed view of one encoded message."""
 
-    __slots__ = ("_props", "_sections", "header", "header_end", "header_start", "payload")
+    __slots__ = ("_expiry", "_props", "_sections", "header", "header_end", "header_start", "payload")
 
-    def __init__(self, payload: bytes, parts: list[tuple[int, int, int]] | None = None) -> None:
+    def __init__(
+        self, payload: bytes, parts: list[tuple[int, int, int]] | None = None, expiry: int | None = None
+    ) -> None:
         self.payload = payload
         self._sections = parts  # `sections(payload)`, when the caller has them already
+        self._expiry = expiry  # properties.absolute-expiry-time, when the caller read it already
         self._props: list[Any] | None = None
         self.header_start = 0
         # Fast path: a header, if present, is the first section and starts with 00 53 70.
@@ -178,7 +195,7 @@ class MessageView:
 
     @property
     def absolute_expiry_time(self) -> int:
-        value = self._property(8)
+        value = self._property(8) if self._expiry is None else self._expiry
         return int(value) if isinstance(value, int) and not isinstance(value, bool) else 0
 
     def with_header(self, header: Header) -> bytes:

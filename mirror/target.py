@@ -190,7 +190,7 @@ class MirrorTarget:
         srv.route(
             address,
             m.payload,
-            MessageView(m.payload, m.parts),
+            MessageView(m.payload, m.parts, m.expiry),
             via_mirror=True,
             origin=(origin, m.mr_id),
             only_queues=only,

@@ -38,6 +38,7 @@ from broker_core.message import (
     PROPERTIES,
     Header,
     list_field,
+    list_fields,
     section_code,
     sections,
 )
@@ -215,7 +216,14 @@ def _string_entry(key: Symbol, value: str) -> bytes:
 
 
 def _head(payload: bytes) -> tuple[int, int, int]:
-    """(end of the header, end of the delivery annotations, start of the properties or -1).
+    """(end of the header, end of the delivery annotations, start of the properties or -1)."""
+    head_end, da_end, _, props = _leading(payload)
+    return head_end, da_end, props
+
+
+def _leading(payload: bytes) -> tuple[int, int, int, int]:
+    """(end of the header, end of the delivery annotations, end of the message annotations, start of
+    the properties or -1); an absent section ends where it would have started.
 
     AMQP fixes the order of the leading sections (header, delivery annotations, message annotations,
     properties), so they are found without walking the rest of the message."""
@@ -235,7 +243,7 @@ def _head(payload: bytes) -> tuple[int, int, int]:
     if code == MESSAGE_ANNOTATIONS:
         pos = skip_value(payload, vpos)
         code, vpos = section_code(payload, pos) if pos < n else (-1, pos)
-    return head_end, da_end, pos if code == PROPERTIES else -1
+    return head_end, da_end, pos, pos if code == PROPERTIES else -1
 
 
 def encode_replicated(
@@ -322,7 +330,8 @@ class ReplicatedMessage:
     destination: str | None  # x-opt-amq-mr-dst
     target_queues: tuple[str, ...] | None
     to: str | None  # properties.to
-    parts: list[tuple[int, int, int]] | None = None  # `sections(payload)`, already known
+    parts: list[tuple[int, int, int]] | None = None  # `sections(payload)`, when known
+    expiry: int | None = None  # properties.absolute-expiry-time (0: none), when known
 
     @property
     def address(self) -> str | None:
@@ -335,16 +344,28 @@ MirrorDelivery = ControlEvent | UnknownEvent | ReplicatedMessage
 
 def decode_mirror_delivery(payload: bytes) -> MirrorDelivery:
     try:
-        parts = sections(payload)
-        for code, start, _ in parts:
-            if code == MESSAGE_ANNOTATIONS:
-                annotations = _annotations(payload, start)
-                if annotations.get(EVENT_TYPE) is not None:
-                    return _decode_event(payload, parts, annotations)
-                break
-        return _decode_message(payload, parts)
+        head_end, da_end, ma_end, props = _leading(payload)
+        if ma_end > da_end and _annotations(payload, da_end).get(EVENT_TYPE) is not None:
+            return decode_general(payload)  # a control event: small, and its body is needed
+        # The target's hot path: a replicated message is read from its leading sections only. A second
+        # delivery-annotations section (the client's after the mirror's) takes the general path.
+        if ma_end < len(payload) and section_code(payload, ma_end)[0] == DELIVERY_ANNOTATIONS:
+            return decode_general(payload)
+        return _decode_message_fast(payload, head_end, da_end, props)
     except DecodeError as exc:
         raise MirrorDecodeError(f"malformed mirror delivery: {exc}") from exc
+
+
+def decode_general(payload: bytes) -> MirrorDelivery:
+    """`decode_mirror_delivery` by walking every section (raises DecodeError when malformed)."""
+    parts = sections(payload)
+    for code, start, _ in parts:
+        if code == MESSAGE_ANNOTATIONS:
+            annotations = _annotations(payload, start)
+            if annotations.get(EVENT_TYPE) is not None:
+                return _decode_event(payload, parts, annotations)
+            break
+    return _decode_message(payload, parts)
 
 
 def _decode_event(payload: bytes, parts: list[tuple[int, int, int]], ma: dict[Any, Any]) -> MirrorDelivery:
@@ -373,6 +394,42 @@ def _decode_event(payload: bytes, parts: list[tuple[int, int, int]], ma: dict[An
     )
 
 
+def _decode_message_fast(payload: bytes, head_end: int, da_end: int, props: int) -> ReplicatedMessage:
+    da = _annotations(payload, head_end) if da_end > head_end else {}
+    to, expiry = list_fields(payload, props, 2, 8) if props >= 0 else (None, None)
+    stored = payload[:head_end] + payload[da_end:] if da_end > head_end else payload
+    return _replicated(stored, da, to if isinstance(to, str) else None, None, _expiry(expiry))
+
+
+def _expiry(value: Any) -> int:
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _replicated(
+    stored: bytes,
+    da: dict[Any, Any],
+    to: str | None,
+    parts: list[tuple[int, int, int]] | None,
+    expiry: int | None,
+) -> ReplicatedMessage:
+    mr_id = da.get(INTERNAL_ID)
+    if not isinstance(mr_id, int) or isinstance(mr_id, bool):
+        raise MissingMirrorId(f"replicated message without an integer {INTERNAL_ID} (got {mr_id!r})")
+    queues = da.get(TARGET_QUEUES)
+    if queues is not None and not (isinstance(queues, list) and all(isinstance(q, str) for q in queues)):
+        raise MirrorDecodeError(f"{TARGET_QUEUES} must be a list of strings, got {queues!r}")
+    return ReplicatedMessage(
+        stored,
+        int(mr_id),
+        _opt_str(da, BROKER_ID),
+        _opt_str(da, INTERNAL_DESTINATION),
+        None if queues is None else tuple(queues),
+        to,
+        parts,
+        expiry,
+    )
+
+
 def _decode_message(payload: bytes, parts: list[tuple[int, int, int]]) -> ReplicatedMessage:
     da: dict[Any, Any] = {}
     cut = (0, 0)
@@ -383,12 +440,6 @@ def _decode_message(payload: bytes, parts: list[tuple[int, int, int]]) -> Replic
         elif code == PROPERTIES:
             value = list_field(payload, start, 2)  # skips the other fields instead of decoding them
             to = value if isinstance(value, str) else None
-    mr_id = da.get(INTERNAL_ID)
-    if not isinstance(mr_id, int) or isinstance(mr_id, bool):
-        raise MissingMirrorId(f"replicated message without an integer {INTERNAL_ID} (got {mr_id!r})")
-    queues = da.get(TARGET_QUEUES)
-    if queues is not None and not (isinstance(queues, list) and all(isinstance(q, str) for q in queues)):
-        raise MirrorDecodeError(f"{TARGET_QUEUES} must be a list of strings, got {queues!r}")
     # What is stored is the message without the mirror's section; its section offsets shift with it.
     cut_start, cut_end = cut
     width = cut_end - cut_start
@@ -396,15 +447,7 @@ def _decode_message(payload: bytes, parts: list[tuple[int, int, int]]) -> Replic
     stored_parts = [
         (c, s, e) if s < cut_start else (c, s - width, e - width) for c, s, e in parts if s != cut_start
     ]
-    return ReplicatedMessage(
-        stored,
-        int(mr_id),
-        _opt_str(da, BROKER_ID),
-        _opt_str(da, INTERNAL_DESTINATION),
-        None if queues is None else tuple(queues),
-        to,
-        stored_parts,
-    )
+    return _replicated(stored, da, to, stored_parts, None)
 
 
 def _annotations(buf: bytes, start: int) -> dict[Any, Any]:

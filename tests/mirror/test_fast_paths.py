@@ -75,14 +75,36 @@ def test_long_destinations_use_a_map32() -> None:
     assert (decoded.mr_id, decoded.broker_id, decoded.destination) == (5, "node-b", address)
 
 
-def test_decoded_message_carries_the_sections_of_what_is_stored() -> None:
-    msg = Message(body="x", address="orders", durable=True, properties={"k": 1})
-    msg.annotations = {symbol("m"): 1}
-    out = wire.encode_replicated(bytes(msg.encode()), 9, None, "elsewhere")
-    decoded = wire.decode_mirror_delivery(out)
-    assert isinstance(decoded, wire.ReplicatedMessage)
-    assert decoded.parts == sections(decoded.payload)
-    assert decoded.payload == bytes(msg.encode())  # the message had no delivery annotations of its own
+def _messages() -> list[bytes]:
+    """Replicated messages in the layouts a target meets, each as the source would send it."""
+    with_all = Message(body="x", address="orders", durable=True, properties={"k": 1}, ttl=5)
+    with_all.annotations = {symbol("m"): 1}
+    expiring = Message(body=b"z" * 2000, address="a.b", expiry_time=1234.5)
+    bare = Message(body=None)
+    out = []
+    for msg, queues in itertools.product((with_all, expiring, bare), (None, ["q1", "q2"])):
+        out.append(wire.encode_replicated(bytes(msg.encode()), 9, "node-a", "elsewhere", queues))
+        out.append(wire.encode_replicated(bytes(msg.encode()), 2**40, None, None, queues))
+    client_da = Message(body="y", address="orders")
+    client_da.instructions = {symbol("x-client-da"): "kept"}
+    da = wire.encode_replicated(bytes(Message(body="y").encode()), 3, None, "orders")
+    # two delivery-annotations sections, the mirror's and then the client's: the general path's case
+    header_end = MessageView(da).header_end
+    mirror_da_end = header_end + (len(da) - len(bytes(Message(body="y").encode())))
+    out.append(da[:mirror_da_end] + bytes(client_da.encode())[header_end:])
+    return out
+
+
+@pytest.mark.parametrize("payload", _messages(), ids=lambda p: p[:12].hex())
+def test_the_target_fast_path_decodes_what_the_general_path_decodes(payload: bytes) -> None:
+    fast, general = wire.decode_mirror_delivery(payload), wire.decode_general(payload)
+    assert isinstance(fast, wire.ReplicatedMessage) and isinstance(general, wire.ReplicatedMessage)
+    same = ("payload", "mr_id", "broker_id", "destination", "target_queues", "to")
+    assert [getattr(fast, f) for f in same] == [getattr(general, f) for f in same]
+    assert general.parts == sections(general.payload)
+    view, reference = MessageView(fast.payload, fast.parts, fast.expiry), MessageView(general.payload)
+    assert view.absolute_expiry_time == reference.absolute_expiry_time
+    assert (view.header, view.to) == (reference.header, reference.to)
 
 
 def test_annotations_reject_a_map_that_lies_about_its_size() -> None:
