@@ -63,10 +63,10 @@ class Header:
         return b"\x00\x53\x70" + enc_list_of_encoded(fields)
 
 
-def sections(payload: bytes) -> list[tuple[int, int, int]]:
-    """(section code, start, end) of every section, in order; raises DecodeError when malformed."""
+def sections(payload: bytes, start: int = 0) -> list[tuple[int, int, int]]:
+    """(section code, start, end) of every section from `start`, in order; DecodeError when malformed."""
     out = []
-    pos, n = 0, len(payload)
+    pos, n = start, len(payload)
     while pos < n:
         code, vpos = section_code(payload, pos)
         end = skip_value(payload, vpos)

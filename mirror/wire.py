@@ -345,8 +345,10 @@ MirrorDelivery = ControlEvent | UnknownEvent | ReplicatedMessage
 def decode_mirror_delivery(payload: bytes) -> MirrorDelivery:
     try:
         head_end, da_end, ma_end, props = _leading(payload)
-        if ma_end > da_end and _annotations(payload, da_end).get(EVENT_TYPE) is not None:
-            return decode_general(payload)  # a control event: small, and its body is needed
+        if ma_end > da_end:
+            annotations = _annotations(payload, da_end)
+            if annotations.get(EVENT_TYPE) is not None:  # a control event: its body follows
+                return _decode_event(payload, sections(payload, ma_end), annotations)
         # The target's hot path: a replicated message is read from its leading sections only. A second
         # delivery-annotations section (the client's after the mirror's) takes the general path.
         if ma_end < len(payload) and section_code(payload, ma_end)[0] == DELIVERY_ANNOTATIONS:

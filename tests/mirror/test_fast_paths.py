@@ -10,6 +10,7 @@ from proton import Message, symbol
 from broker_core.amqp.codec import decode_value, encode
 from broker_core.message import Header, MessageView, _header_from_list, _short_header, sections
 from mirror import wire
+from mirror.json_shapes import AddressInfo, RoutingType
 from mirror.target import RecentIds
 
 
@@ -130,3 +131,17 @@ def test_recent_ids_window_and_floor() -> None:
     assert recent.seen(window + 2) and recent.high == window + 5
     recent.add(window + 2)  # a repeat changes nothing
     assert len(recent.ids) == len(recent.order) == window
+
+
+def test_events_decode_as_the_general_path_decodes_them() -> None:
+    info = AddressInfo(name="orders", routing_types=(RoutingType.ANYCAST,), id=3)
+    events = [
+        wire.post_ack("orders", "orders", 2**40, "node-a", wire.AckReason.EXPIRED),
+        wire.post_ack("a", "q", 0, None, wire.AckReason.NORMAL),
+        wire.add_address(info),
+        wire.delete_address(info),
+        wire.delete_queue("orders", "orders"),
+    ]
+    for payload in events:
+        fast, general = wire.decode_mirror_delivery(payload), wire.decode_general(payload)
+        assert isinstance(fast, wire.ControlEvent) and fast == general
