@@ -149,13 +149,17 @@ class LiveState:
             self._drop_ref(mid, self.messages[mid], r.queue_id)
 
     def _message_added(self, r: MessageAdded, seq: int, offset: int, size: int) -> None:
-        self._bump(2, r.message_id)
+        # once per durable message on the writer thread: the id bumps are inlined
+        ids, queues = self.max_ids, self.queues
+        if r.message_id > ids[2]:
+            ids[2] = r.message_id
         old = self.messages.get(r.message_id)
         if old is not None:  # written twice: the later record replaces the earlier one
             self._message_dead(r.message_id, old)
-        for q in r.queue_ids:
-            self._bump(1, q)
-        refs = [q for q in r.queue_ids if q in self.queues]
+        top = max(r.queue_ids, default=0)
+        if top > ids[1]:
+            ids[1] = top
+        refs = [q for q in r.queue_ids if q in queues]
         if not refs:
             return
         self.messages[r.message_id] = LiveMessage(seq, offset, size, refs, None, len(refs) < len(r.queue_ids))
@@ -164,8 +168,11 @@ class LiveState:
             self.records[r.message_id] = r
 
     def _message_acked(self, r: MessageAcked, _seq: int, _offset: int, _size: int) -> None:
-        self._bump(1, r.queue_id)
-        self._bump(2, r.message_id)
+        ids = self.max_ids
+        if r.queue_id > ids[1]:
+            ids[1] = r.queue_id
+        if r.message_id > ids[2]:
+            ids[2] = r.message_id
         m = self.messages.get(r.message_id)
         if m is not None and r.queue_id in m.refs:
             self._drop_ref(r.message_id, m, r.queue_id)
