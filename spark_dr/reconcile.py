@@ -7,11 +7,16 @@ made from it, so they agree with each other and can be tested without Spark.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import reduce
 from pathlib import Path
 from typing import Any
 
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -49,7 +54,8 @@ def load_side(spark: SparkSession, name: str, path: Path) -> Side:
         directory = journal_dir(path)
         records = spark.read.format(FORMAT).load(str(directory))
         return Side(name, directory, read_node_id(directory), records)
-    records = spark.read.parquet(str(path))
+    # statistics (min/max) skip row groups well; the dictionary filter costs more than it saves here
+    records = spark.read.option("parquet.filter.dictionary.enabled", "false").parquet(str(path))
     node = records.select("node_id").filter(F.col("node_id").isNotNull()).limit(1).collect()
     if not node:
         raise ValueError(f"{path}: no records")
@@ -57,68 +63,169 @@ def load_side(spark: SparkSession, name: str, path: Path) -> Side:
 
 
 def reconcile(spark: SparkSession, path1: Path, path2: Path, opts: Options | None = None) -> dict[str, Any]:
-    """Data-diff reconciliation (``ranges``): one pass per side for range checksums, dedup marks and
-    store-and-forward checksums, then an exact classification of what differs (a filtered second read)."""
+    """Data-diff reconciliation (``ranges``): one pass per side for range checksums, dedup marks,
+    store-and-forward checksums and the side's extent, then an exact classification of what differs
+    (a filtered second read), collected in one job; the summary, window and timeline are folded on the
+    driver from what that job returns."""
     opts = opts or Options()
     started = time.monotonic()
     say = opts.progress
     sides = [load_side(spark, opts.names[0], path1), load_side(spark, opts.names[1], path2)]
     records = [s.records for s in sides if s.records is not None]
     say("reading journals: checksums per identity range")
-    diff = _range_diff(records, opts.ids_per_range)
+    diff = _range_diff([(r, s.node_id) for r, s in zip(records, sides, strict=True)], opts.ids_per_range)
     marks = diff.marks
     say(f"dedup marks: {opts.names[0]} {marks[0]}, {opts.names[1]} {marks[1]}")
     say(f"{diff.differing} of {diff.ranges} identity ranges differ: classifying them")
-    ids = opts.ids_per_range
-    if diff.everything:
-        pick, narrow = None, list(records)
-    else:  # one filtered read per side, cached: the states and the recovery-point gap come from it
-        pick = R.in_ranges(diff.rids, ids)
-        wanted = [diff.local[i] | {b for _, b in diff.snf[i]} for i in range(2)]
-        narrow = [
-            R.narrowed(r.select(*R.PASS2_COLUMNS), wanted[i], ids).cache() for i, r in enumerate(records)
-        ]
-    detail = [T.side_state(r, pick) for r in narrow]
-    rows = [T.reference_rows(r, R.in_buckets(diff.snf[i], ids)) for i, r in enumerate(narrow)]
-    classified = T.classify(
-        detail[0],
-        detail[1],
-        node1=sides[0].node_id,
-        node2=sides[1].node_id,
-        marks1=marks[0],
-        marks2=marks[1],
-        names=opts.names,
-    ).cache()
-    summary = _merge_in_sync([r.asDict() for r in T.summarize(classified).collect()], diff.in_sync)
-    window = T.divergence_window(classified).collect()[0].asDict()
-    say("timeline, recovery-point gap, repair plan")
+    if diff.everything:  # every reference classified: the session's own settings
+        diverged, in_sync, gap = _classify(sides, records, diff, None, opts)
+    else:
+        with _session_conf(spark, _PASS2_CONF):
+            narrow = _narrow(records, diff, opts)
+            try:
+                # read and cache both sides, in parallel: one job each (the union of two one-partition
+                # frames is one partition, read by one task)
+                with ThreadPoolExecutor(len(narrow)) as pool:
+                    rows = sum(pool.map(DataFrame.count, narrow))
+                pick = R.in_ranges(diff.rids, opts.ids_per_range)
+                with _session_conf(spark, {_PARTITIONS: str(_partitions(spark, rows))}):
+                    diverged, in_sync, gap = _classify(sides, narrow, diff, pick, opts)
+            finally:
+                for frame in narrow:
+                    frame.unpersist()
+    say("summary, timeline, recovery-point gap, repair plan")
+    summary = _merge_in_sync(count_classes(diverged), diff.in_sync + in_sync)
+    window = divergence_window(diverged)
     bucket = _bucket_ms(window, opts.buckets)
-    timeline = (
-        [r.asDict() for r in T.timeline(classified, bucket).orderBy("bucket_ms").collect()] if bucket else []
-    )
-    extents = _extents(records)
-    side_info = {s.name: _side_info(s, e, _gap(r)) for s, e, r in zip(sides, extents, rows, strict=True)}
-    actions = _actionable(classified, opts)
-    for frame in (*narrow, classified):
-        frame.unpersist()
-    result = _result(sides, summary, window, timeline, side_info, actions, opts)
+    side_info = {s.name: _side_info(s, e, g) for s, e, g in zip(sides, diff.extents, gap, strict=True)}
+    result = _result(sides, summary, window, timeline(diverged, bucket), side_info, diverged, opts)
     result["seconds"] = round(time.monotonic() - started, 3)
     say(f"done in {result['seconds']} s")
     return result
 
 
-def _extents(records: list[DataFrame]) -> list[dict[str, Any]]:
-    """Last record time and record count of both sides in one job (from Parquet footers when the
-    session pushes aggregates down)."""
-    out: list[dict[str, Any]] = [{"last_ms": None, "records": 0} for _ in records]
-    extents = [T.last_record_ms(r).withColumn("side", F.lit(i)) for i, r in enumerate(records)]
-    for row in extents[0].unionByName(extents[1]).collect():
-        out[row["side"]].update(last_ms=row["last_ms"], records=row["records"])
-    return out
+# Pass 2 reads a small part of each side (cached, one partition per side) and runs a few small
+# stages on it: planned once rather than re-planned between stages (adaptive execution), in as few
+# shuffle partitions as its size needs, each file read as one split (the narrowed read skips most row
+# groups; splitting a file only repeats the footer parse in every task).
+_PASS2_CONF = {
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.files.maxPartitionBytes": str(1 << 40),
+}
+_PARTITIONS = "spark.sql.shuffle.partitions"
+_ROWS_PER_PARTITION = 500_000  # of pass 2's cached input
 
 
-def _gap(rows: DataFrame) -> dict[str, Any]:
-    return {r["kind"]: {"count": r["count"], "oldest_ms": r["oldest_ms"]} for r in T.gap_of(rows).collect()}
+@contextmanager
+def _session_conf(spark: SparkSession, conf: dict[str, str]) -> Iterator[None]:
+    """``conf`` set on the session for the duration, then restored."""
+    saved: dict[str, str | None] = {k: spark.conf.get(k, None) for k in conf}
+    for k, v in conf.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, old in saved.items():
+            if old is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, old)
+
+
+def _partitions(spark: SparkSession, rows: int) -> int:
+    return max(1, min(int(spark.conf.get(_PARTITIONS) or 1), rows // _ROWS_PER_PARTITION))
+
+
+def _narrow(records: list[DataFrame], diff: RangeDiff, opts: Options) -> list[DataFrame]:
+    """Pass 2's input: per side, the records the differing ranges and the store-and-forward gap need,
+    cached as one partition."""
+    narrow = []
+    for i, r in enumerate(records):
+        buckets = diff.local[i] | {b for _, b in diff.snf[i]}
+        rows = R.pass2_rows(r.select(*R.PASS2_COLUMNS), buckets, diff.rids, diff.snf[i], opts.ids_per_range)
+        narrow.append(rows.coalesce(1).cache())
+    return narrow
+
+
+def _classify(
+    sides: list[Side], inputs: list[DataFrame], diff: RangeDiff, pick: T.Pick | None, opts: Options
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The exact classification of the references ``pick`` selects (all by default) and the
+    recovery-point gap, in one job."""
+    detail = [T.side_state(r, pick) for r in inputs]
+    gaps = [T.unmirrored(r, R.in_buckets(diff.snf[i], opts.ids_per_range)) for i, r in enumerate(inputs)]
+    classified = T.classify(
+        detail[0],
+        detail[1],
+        node1=sides[0].node_id,
+        node2=sides[1].node_id,
+        marks1=diff.marks[0],
+        marks2=diff.marks[1],
+        names=opts.names,
+    )
+    return _pass2(classified, gaps, opts.plan_limit)
+
+
+_DIVERGED, _IN_SYNC, _GAP = 0, 1, 2  # parts of pass 2's one collected table
+_GAP_COLUMNS = ["kind", "count", "oldest_ms"]
+
+
+def _pass2(
+    classified: DataFrame, gaps: list[DataFrame], plan_limit: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Everything pass 2 yields, in one job (one plan, one round of scheduling) instead of a dozen small
+    ones: the diverged references (all of them, for the plan), the count of in-sync references per
+    address, and each side's recovery-point gap. The classification runs in both of its branches, on
+    the cached input."""
+    is_sync = F.col("class") == "in_sync"
+    parts = [
+        classified.filter(~is_sync).limit(plan_limit + 1).withColumn("part", F.lit(_DIVERGED)),
+        classified.filter(is_sync).groupBy("address").count().withColumn("part", F.lit(_IN_SYNC)),
+        *[g.withColumn("part", F.lit(_GAP + i)) for i, g in enumerate(gaps)],
+    ]
+    table = reduce(lambda x, y: x.unionByName(y, allowMissingColumns=True), parts).toArrow()
+
+    def part(n: int, columns: list[str]) -> list[dict[str, Any]]:
+        # Arrow to Python: far cheaper than Row objects
+        out: list[dict[str, Any]] = table.filter(pc.equal(table["part"], n)).select(columns).to_pylist()
+        return out
+
+    diverged = part(_DIVERGED, classified.columns)
+    if len(diverged) > plan_limit:
+        raise RuntimeError(f"more than {plan_limit} diverged references: raise --plan-limit")
+    gap = [
+        {r["kind"]: {"count": r["count"], "oldest_ms": r["oldest_ms"]} for r in part(_GAP + i, _GAP_COLUMNS)}
+        for i in range(len(gaps))
+    ]
+    return diverged, part(_IN_SYNC, ["address", "count"]), gap
+
+
+def count_classes(diverged: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Counts per address, class and side (as ``transforms.summarize``) of collected references."""
+    counts = Counter((d["address"], d["class"], d["side"]) for d in diverged)
+    return [{"address": a, "class": c, "side": s, "count": n} for (a, c, s), n in counts.items()]
+
+
+def divergence_window(diverged: list[dict[str, Any]]) -> dict[str, Any]:
+    """The earliest and latest event time of the references not in sync (None when there are none)."""
+    out = [d for d in diverged if d["class"] != "in_sync"]
+    return {
+        "first_ms": min((d["first_ms"] for d in out if d["first_ms"] is not None), default=None),
+        "last_ms": max((d["last_ms"] for d in out if d["last_ms"] is not None), default=None),
+    }
+
+
+def timeline(diverged: list[dict[str, Any]], bucket_ms: int) -> list[dict[str, Any]]:
+    """References not in sync per time bucket (of their first event) and class, in time order."""
+    if not bucket_ms:
+        return []
+    counts = Counter(
+        (d["first_ms"] // bucket_ms * bucket_ms, d["class"])
+        for d in diverged
+        if d["class"] != "in_sync" and d["first_ms"] is not None
+    )
+    order = sorted(counts, key=lambda k: (k[0], T.CLASSES.index(k[1])))
+    return [{"bucket_ms": b, "class": c, "count": counts[b, c]} for b, c in order]
 
 
 @dataclass
@@ -133,16 +240,25 @@ class RangeDiff:
     snf: list[list[tuple[str, int]]] = field(default_factory=lambda: [[], []])
     in_sync: list[dict[str, Any]] = field(default_factory=list)  # (address, count) of equal ranges
     marks: list[dict[str, int]] = field(default_factory=lambda: [{}, {}])  # per side: origin -> mark
+    # per side: record count and last record time
+    extents: list[dict[str, Any]] = field(
+        default_factory=lambda: [{"records": 0, "last_ms": None}, {"records": 0, "last_ms": None}]
+    )
 
 
-def _range_diff(records: list[DataFrame], ids_per_range: int) -> RangeDiff:
+def _range_diff(sides: list[tuple[DataFrame, str]], ids_per_range: int) -> RangeDiff:
     """Pass 1 on both sides in one job; the comparison itself is small and done here."""
-    sums = [R.range_sums(r, i + 1, ids_per_range).withColumn("side", F.lit(i)) for i, r in enumerate(records)]
     diff = RangeDiff()
     # rid -> per side [refs, hi, lo, {address: refs}, {local buckets}]
     by_rid: dict[int, list[list[Any] | None]] = {}
-    for row in sums[0].unionByName(sums[1]).toArrow().to_pylist():
+    for row in R.range_sums(sides, ids_per_range).toArrow().to_pylist():
         side = row["side"]
+        extent = diff.extents[side]
+        extent["records"] += row["records"]
+        if row["last_ms"] is not None and (extent["last_ms"] is None or row["last_ms"] > extent["last_ms"]):
+            extent["last_ms"] = row["last_ms"]
+        if row["kind"] == R.OTHER:
+            continue
         if row["kind"] == R.MARK:
             if row["mark"] is not None:
                 diff.marks[side][row["r_queue"]] = int(row["mark"])
@@ -207,15 +323,6 @@ def _side_info(side: Side, extent: dict[str, Any], gap: dict[str, Any]) -> dict[
         "oldest_unmirrored_ms": oldest,
         "recovery_point_gap_ms": (last_ms - oldest) if oldest is not None and last_ms is not None else 0,
     }
-
-
-def _actionable(classified: DataFrame, opts: Options) -> list[dict[str, Any]]:
-    """The references a plan acts on or must mention (everything not in sync), collected to the driver."""
-    diverged = classified.filter(F.col("class") != "in_sync").limit(opts.plan_limit + 1)
-    rows: list[dict[str, Any]] = diverged.toArrow().to_pylist()  # Arrow: far cheaper than Row objects
-    if len(rows) > opts.plan_limit:
-        raise RuntimeError(f"more than {opts.plan_limit} diverged references: raise --plan-limit")
-    return rows
 
 
 def _result(

@@ -89,19 +89,6 @@ def all_acks(records: DataFrame) -> DataFrame:
     return acks.select(F.col("node_id").alias("ack_node_id"), "message_id", *_ack_columns())
 
 
-def reference_rows(records: DataFrame, pick: Pick | None = None) -> DataFrame:
-    """Every (send, queue) reference of one side joined with its acknowledgement on (local message id,
-    queue), store-and-forward queues included: the recovery-point gap's input. A client queue's
-    reference to a message on a mirror-internal address is dropped, as ``message_refs`` drops it.
-    ``pick``, applied to the sends and the acks alike before the join, selects what to resolve."""
-    refs = all_send_refs(records)
-    refs = refs.filter(internal(F.col("queue")) | ~internal(F.col("address")))
-    acks = all_acks(records)
-    if pick is not None:
-        refs, acks = pick(refs), pick(acks)
-    return refs.join(acks, ["message_id", "queue"], "full_outer")
-
-
 def identified_acks(records: DataFrame) -> DataFrame:
     """Client acks keyed by the identity their row carries; an orphan (none) by its local name."""
     acks = records.filter((F.col("event") == "ack") & F.col("queue").isNotNull() & ~internal(F.col("queue")))
@@ -230,35 +217,19 @@ def summarize(classified: DataFrame) -> DataFrame:
     return classified.groupBy("address", "class", "side").count()
 
 
-def divergence_window(classified: DataFrame) -> DataFrame:
-    """One row: the earliest and latest event time of every reference not in sync."""
-    out = classified.filter(F.col("class") != "in_sync")
-    return out.agg(F.min("first_ms").alias("first_ms"), F.max("last_ms").alias("last_ms"))
-
-
-def timeline(classified: DataFrame, bucket_ms: int) -> DataFrame:
-    """Diverged references per time bucket (of their first event) and class."""
-    bucket = (F.floor(F.col("first_ms") / bucket_ms) * bucket_ms).cast("bigint")
-    out = classified.filter((F.col("class") != "in_sync") & F.col("first_ms").isNotNull())
-    return out.groupBy(bucket.alias("bucket_ms"), "class").count()
-
-
-def unmirrored(records: DataFrame) -> DataFrame:
-    """Recovery-point gap of one side: records still referenced by a store-and-forward queue.
+def unmirrored(records: DataFrame, pick: Pick | None = None) -> DataFrame:
+    """Recovery-point gap of one side: records still referenced by a store-and-forward queue (a
+    reference with no ack naming its local message id and queue), counted with the oldest one's time.
 
     ``kind`` is ``message`` for a client message not yet mirrored, ``event`` for a control event (an
-    acknowledgement, a queue or address change) not yet mirrored."""
-    return gap_of(reference_rows(records))
-
-
-def gap_of(joined: DataFrame) -> DataFrame:
-    """``unmirrored`` from ``reference_rows``: store-and-forward references without an ack."""
-    live = joined.filter(internal(F.col("queue")) & F.col("sent") & F.col("acked").isNull())
+    acknowledgement, a queue or address change) not yet mirrored. ``pick``, applied to the sends and
+    the acks alike, selects the references to look at."""
+    snf = internal(F.col("queue"))
+    refs, acks = all_send_refs(records).filter(snf), all_acks(records).filter(snf)
+    if pick is not None:
+        refs, acks = pick(refs), pick(acks)
+    live = refs.join(acks.select("message_id", "queue"), ["message_id", "queue"], "left_anti")
     kind = F.when(internal(F.col("address")), "event").otherwise("message")
     return live.groupBy(kind.alias("kind")).agg(
         F.count(F.lit(1)).alias("count"), F.min("sent_ms").alias("oldest_ms")
     )
-
-
-def last_record_ms(records: DataFrame) -> DataFrame:
-    return records.agg(F.max("timestamp_ms").alias("last_ms"), F.count(F.lit(1)).alias("records"))

@@ -148,28 +148,46 @@ def test_recovery_point_gap_and_dedup_marks(spark: Any) -> None:
 
 @pytest.mark.parametrize("bucket", [1000, 500])
 def test_summary_window_and_timeline(spark: Any, bucket: int) -> None:
+    """The summary is a transform; the window and the timeline are folded on the driver from the
+    collected diverged references (reconcile collects them all anyway), and agree with the summary."""
     from pyspark.testing import assertDataFrameEqual
 
+    from spark_dr.reconcile import count_classes, divergence_window, timeline
+
     dc1 = [send(N1, 1, ts=1000), send(N1, 2, ts=1600), send(N1, 3, ts=2100), ack(N1, 3, ts=2500)]
-    dc2 = [send(N2, 9, origin=(N1, 3), ts=2200)]
+    # DC2's 10 (DC1's 7, consumed on DC1, compacted there) is in sync: not in the window
+    dc2 = [send(N2, 9, origin=(N1, 3), ts=2200), send(N2, 10, origin=(N1, 7), ts=900)]
+    dc2.append(ack(N2, 10, ts=950, via_mirror=True))
     c = T.classify(T.side_state(frame(spark, dc1)), T.side_state(frame(spark, dc2)), node1=N1, node2=N2)
     summary = T.summarize(c)
-    assertDataFrameEqual(summary, spark.createDataFrame(
-        [("q", "one_side_only", "DC1", 2), ("q", "acked_one_side", "DC1", 1)], summary.schema))  # fmt: skip
-    window = T.divergence_window(c)
-    assertDataFrameEqual(window, spark.createDataFrame([(1000, 2500)], window.schema))
-    tl = T.timeline(c, bucket)
+    counts = [("q", "one_side_only", "DC1", 2), ("q", "acked_one_side", "DC1", 1), ("q", "in_sync", None, 1)]
+    assertDataFrameEqual(summary, spark.createDataFrame(counts, summary.schema))
+    diverged = [r.asDict() for r in c.filter("class != 'in_sync'").collect()]
+    assert sorted(count_classes(diverged), key=str) == sorted(
+        [r.asDict() for r in summary.collect() if r["class"] != "in_sync"], key=str
+    )
+    assert divergence_window(diverged) == {"first_ms": 1000, "last_ms": 2500}
+    assert divergence_window([]) == {"first_ms": None, "last_ms": None}
     want = {
         1000: [(1000, "one_side_only", 2), (2000, "acked_one_side", 1)],
         500: [(1000, "one_side_only", 1), (1500, "one_side_only", 1), (2000, "acked_one_side", 1)],
     }
-    assertDataFrameEqual(tl, spark.createDataFrame(want[bucket], tl.schema))  # fmt: skip
+    assert timeline(diverged, bucket) == [
+        {"bucket_ms": b, "class": k, "count": n} for b, k, n in want[bucket]
+    ]
 
 
-@pytest.mark.parametrize("ids_per_range", [1, 4, 4096])
-def test_range_checksums_classify_like_the_full_join(spark: Any, tmp_path: Any, ids_per_range: int) -> None:
-    """The data-diff path (equal ranges counted, differing ranges joined) gives the full join's answer."""
+@pytest.mark.parametrize(("ids_per_range", "pushed"), [(1, 1), (4, 32), (4096, 32)])
+def test_range_checksums_classify_like_the_full_join(
+    spark: Any, tmp_path: Any, ids_per_range: int, pushed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The data-diff path (equal ranges counted, differing ranges joined) gives the full join's answer;
+    pass 1 also counts every record and finds the last one's time. One interval per pushed-down scan
+    makes pass 2 read a union of scans."""
+    from spark_dr import ranges
     from spark_dr.reconcile import Options, reconcile
+
+    monkeypatch.setattr(ranges, "PUSHED_INTERVALS", pushed)
 
     dc1 = [
         send(N1, 1),
@@ -184,6 +202,7 @@ def test_range_checksums_classify_like_the_full_join(spark: Any, tmp_path: Any, 
         send(N1, 6),
         ack(N1, 6),
         send(N1, 7, queues=["q", SNF]),
+        rec(N1, "queue_create", address="q", queue="q", timestamp_ms=3000),  # not reconciled, counted
     ]
     dc2 = [send(N2, 11, origin=(N1, 1)), ack(N2, 11, via_mirror=True), send(N2, 12, origin=(N1, 2)),
            send(N2, 14, origin=(N1, 4)), ack(N2, 14), send(N2, 15, origin=(N1, 5)), send(N2, 16),
@@ -205,6 +224,8 @@ def test_range_checksums_classify_like_the_full_join(spark: Any, tmp_path: Any, 
     assert want["r", "in_sync", None] == 40
     assert sorted(d["identity_id"] for d in result["diverged"]) == [2, 3, 4, 5, 16, 99]
     assert result["sides"]["DC1"]["unmirrored_messages"] == 1  # message 7 still on the SNF queue
+    extents = [(result["sides"][n]["records"], result["sides"][n]["last_ms"]) for n in ("DC1", "DC2")]
+    assert extents == [(len(dc1), 3000), (len(dc2), 2000)]
 
 
 def test_store_and_forward_sums_cancel_when_everything_is_acknowledged(spark: Any) -> None:
@@ -215,7 +236,12 @@ def test_store_and_forward_sums_cancel_when_everything_is_acknowledged(spark: An
 
     rows = [send(N1, i, queues=["q", SNF]) for i in range(1, 9)] + [ack(N1, i, SNF) for i in range(1, 9)]
     rows += [send(N1, 9, queues=["q", SNF])]  # bucket 1 (ids 8-15 with 8 ids per range): 9 is not acked
-    sums = range_sums(frame(spark, rows), 1, 8).filter(f"kind = {SNF_KIND}").orderBy("local_bucket").collect()
+    sums = (
+        range_sums([(frame(spark, rows), N1)], 8)
+        .filter(f"kind = {SNF_KIND}")
+        .orderBy("local_bucket")
+        .collect()
+    )
     assert [(r["local_bucket"], r["refs"], r["hi"] == 0 and r["lo"] == 0) for r in sums] == [
         (0, 0, True),
         (1, 1, False),
