@@ -13,6 +13,10 @@ and once, after the rounds (``--datacompy``), datacompy's ``SparkSQLCompare`` of
 records (``datacompy_frames``: sends per queue and acks, keyed by identity, queue and event; compared
 columns address, digest, ack_reason, via_mirror) followed by its text ``report()``: the comparison an
 operator would run on the two exports, with datacompy's defaults (intermediates cached).
+Warm-up, untimed in the ratios: one scan of every column, then ``--warmup`` runs (default 1) of each
+timed job (reconcile, join_classify, datacompy) in the same JVM before its timed runs, as the scan
+has (a job's first run in a JVM also compiles its generated code and its hot paths; at 1 M that
+doubled reconcile's time); their times are reported as ``*_warmup_s``.
 Peak memory: the JVM's peak RSS (VmHWM, reset before each reconcile where the kernel allows it) and
 the Python driver's. Prints one JSON line; checks every count against DIR/truth.json.
 """
@@ -168,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shuffle-partitions", type=int, default=4)
     p.add_argument("--join-baseline", action="store_true", help="also time the plain join-and-classify")
     p.add_argument("--ids-per-range", type=int, default=Options().ids_per_range)
+    p.add_argument("--warmup", type=int, default=1, help="untimed runs of each timed job first")
     args = p.parse_args(argv)
     out: dict[str, Any] = {"cpus": os.cpu_count(), "shuffle_partitions": args.shuffle_partitions}
     if not args.skip_export:
@@ -178,6 +183,16 @@ def main(argv: list[str] | None = None) -> int:
     pid = jvm_pid(spark)
     both = spark.read.parquet(str(args.root / "dc1.parquet"), str(args.root / "dc2.parquet"))
     both.write.format("noop").mode("overwrite").save()  # warm-up: JVM, file listing, page cache
+    opts = Options(ids_per_range=args.ids_per_range)
+    warmups: dict[str, Callable[[], Any]] = {
+        "reconcile": lambda: reconcile(spark, args.root / "dc1.parquet", args.root / "dc2.parquet", opts)
+    }
+    if args.join_baseline:
+        warmups["join_classify"] = lambda: join_classify(spark, args.root)
+    if args.datacompy:
+        warmups["datacompy"] = lambda: datacompy_compare(spark, args.root)
+    for name, job in warmups.items():
+        out[f"{name}_warmup_s"] = [round(timed(job)[0], 2) for _ in range(args.warmup)]
     rounds = [
         one_round(spark, args.root, pid, args.ids_per_range, args.join_baseline) for _ in range(args.repeat)
     ]

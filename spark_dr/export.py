@@ -11,6 +11,12 @@ from .rows import COLUMN_NAMES, COLUMNS, Row, journal_rows
 
 Progress = Callable[[str], None]
 
+# Rows per Parquet row group. Reconciliation's second pass reads only the row groups whose message id
+# statistics overlap the ids it needs: at 10 M messages per side, about 17 % of the rows with groups of
+# 32 768 rows against 29 % with 65 536, at no measurable cost to a full scan (16 384 read 11 %, but a
+# full scan took some 5 % longer).
+ROW_GROUP_ROWS = 32_768
+
 _ARROW_TYPES = {
     "string": "string",
     "bigint": "int64",
@@ -61,7 +67,7 @@ def export_journal(directory: Path, out: Path, progress: Progress | None = None)
     started, rows = time.monotonic(), 0
     with pq.ParquetWriter(str(out), schema, compression="snappy") as writer:
         for batch in row_batches(journal_rows(Path(directory))):
-            writer.write_batch(to_arrow(batch, schema))
+            writer.write_batch(to_arrow(batch, schema), row_group_size=ROW_GROUP_ROWS)
             rows += len(batch)
             if progress is not None:
                 progress(f"export {directory}: {rows} records")

@@ -119,9 +119,11 @@ def _cells(records: DataFrame, ids: int) -> DataFrame:
     valid, send, ack, mark, snf, known = (
         F.col(c) for c in ("valid", "is_send", "is_ack", "is_mark", "snf", "known")
     )
-    b, i, q, a, m = (F.col(c) for c in ("b", "i", "q", "a", "m"))
+    i, q, a, m = (F.col(c) for c in ("i", "q", "a", "m"))
     client = valid & ~mark & ~snf
-    keyed = flags.select("*", F.when(client, F.xxhash64(b, i, q)).alias("kh"))
+    # the range names broker and queue: the key hash needs only the range and the id on top
+    ranged = flags.select("*", F.when(client, range_id("b", "q", "i", ids)).alias("rid"))
+    keyed = ranged.select("*", F.when(client, F.xxhash64(F.col("rid"), i)).alias("kh"))
     kh = F.col("kh")
     vouched_ack = ack & known & F.col("has_reason")
     token = (
@@ -138,8 +140,8 @@ def _cells(records: DataFrame, ids: int) -> DataFrame:
     return hashed.select(
         "side",
         F.when(~valid, OTHER).when(mark, MARK).when(snf, SNF).otherwise(CLIENT).alias("kind"),
-        F.when(client, range_id("b", "q", "i", ids)).alias("rid"),
-        F.when(valid, q).alias("r_queue"),
+        "rid",
+        F.when(valid & ~client, q).alias("r_queue"),  # a client range's id names its queue
         F.when(client & send, a).alias("r_address"),  # counts in sync per message address
         F.when(valid & ~mark, F.floor(m / F.lit(ids))).alias("local_bucket"),
         F.when(client & send, 1).when(snf, sign).otherwise(0).alias("refs"),
@@ -156,7 +158,7 @@ def range_sums(sides: list[tuple[DataFrame, str]], ids_per_range: int) -> DataFr
     """Pass 1 of both sides (each given with its node id): one read of each, one aggregation
     (collapsed on the map side), rows tagged with their ``side`` (0 or 1).
 
-    Rows: ``kind`` CLIENT per (range ``rid``, queue, message address, local id bucket) with ``refs``
+    Rows: ``kind`` CLIENT per (range ``rid``, message address, local id bucket) with ``refs``
     (client send references) and the checksum halves ``hi``/``lo``; SNF per (store-and-forward queue,
     local id bucket) with ``refs`` (sends minus acks) and ``hi``/``lo`` (the sends' id checksum minus
     the acks'): zero everywhere means every reference there is acknowledged; MARK per origin with the

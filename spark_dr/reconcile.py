@@ -16,6 +16,7 @@ from functools import reduce
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -70,7 +71,8 @@ def reconcile(spark: SparkSession, path1: Path, path2: Path, opts: Options | Non
     opts = opts or Options()
     started = time.monotonic()
     say = opts.progress
-    sides = [load_side(spark, opts.names[0], path1), load_side(spark, opts.names[1], path2)]
+    with ThreadPoolExecutor(2) as pool:  # each side's schema and node id: small jobs, run together
+        sides = list(pool.map(load_side, [spark, spark], opts.names, [path1, path2]))
     records = [s.records for s in sides if s.records is not None]
     say("reading journals: checksums per identity range")
     diff = _range_diff([(r, s.node_id) for r, s in zip(records, sides, strict=True)], opts.ids_per_range)
@@ -78,18 +80,19 @@ def reconcile(spark: SparkSession, path1: Path, path2: Path, opts: Options | Non
     say(f"dedup marks: {opts.names[0]} {marks[0]}, {opts.names[1]} {marks[1]}")
     say(f"{diff.differing} of {diff.ranges} identity ranges differ: classifying them")
     if diff.everything:  # every reference classified: the session's own settings
-        diverged, in_sync, gap = _classify(sides, records, diff, None, opts)
+        diverged, in_sync, gap = _collect(_pass2_job(sides, records, diff, None, opts), opts.plan_limit)
     else:
         with _session_conf(spark, _PASS2_CONF):
             narrow = _narrow(records, diff, opts)
             try:
-                # read and cache both sides, in parallel: one job each (the union of two one-partition
-                # frames is one partition, read by one task)
+                # read and cache both sides, in parallel (one job each: the union of two one-partition
+                # frames is one partition, read by one task), while the classification is planned
                 with ThreadPoolExecutor(len(narrow)) as pool:
-                    rows = sum(pool.map(DataFrame.count, narrow))
-                pick = R.in_ranges(diff.rids, opts.ids_per_range)
+                    counts = pool.map(DataFrame.count, narrow)
+                    job = _pass2_job(sides, narrow, diff, R.in_ranges(diff.rids, opts.ids_per_range), opts)
+                    rows = sum(counts)
                 with _session_conf(spark, {_PARTITIONS: str(_partitions(spark, rows))}):
-                    diverged, in_sync, gap = _classify(sides, narrow, diff, pick, opts)
+                    diverged, in_sync, gap = _collect(job, opts.plan_limit)
             finally:
                 for frame in narrow:
                     frame.unpersist()
@@ -147,13 +150,15 @@ def _narrow(records: list[DataFrame], diff: RangeDiff, opts: Options) -> list[Da
     return narrow
 
 
-def _classify(
+def _pass2_job(
     sides: list[Side], inputs: list[DataFrame], diff: RangeDiff, pick: T.Pick | None, opts: Options
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """The exact classification of the references ``pick`` selects (all by default) and the
-    recovery-point gap, in one job."""
+) -> tuple[DataFrame, list[str]]:
+    """Everything pass 2 yields, as one frame to collect in one job (one plan, one round of scheduling)
+    instead of a dozen small ones: the references ``pick`` selects (all by default) classified exactly,
+    of which the diverged ones (all of them, for the plan) and the count of in-sync ones per address,
+    and each side's recovery-point gap; ``part`` says which row is which. The classification runs in
+    both of its branches. Also the columns of a classified reference."""
     detail = [T.side_state(r, pick) for r in inputs]
-    gaps = [T.unmirrored(r, R.in_buckets(diff.snf[i], opts.ids_per_range)) for i, r in enumerate(inputs)]
     classified = T.classify(
         detail[0],
         detail[1],
@@ -163,39 +168,39 @@ def _classify(
         marks2=diff.marks[1],
         names=opts.names,
     )
-    return _pass2(classified, gaps, opts.plan_limit)
+    is_sync = F.col("class") == "in_sync"
+    parts = [
+        classified.filter(~is_sync).limit(opts.plan_limit + 1).withColumn("part", F.lit(_DIVERGED)),
+        classified.filter(is_sync).groupBy("address").count().withColumn("part", F.lit(_IN_SYNC)),
+    ]
+    for i, r in enumerate(inputs):
+        gap = T.unmirrored(r, R.in_buckets(diff.snf[i], opts.ids_per_range))
+        parts.append(gap.withColumn("part", F.lit(_GAP + i)))
+    return reduce(lambda x, y: x.unionByName(y, allowMissingColumns=True), parts), classified.columns
 
 
 _DIVERGED, _IN_SYNC, _GAP = 0, 1, 2  # parts of pass 2's one collected table
 _GAP_COLUMNS = ["kind", "count", "oldest_ms"]
 
 
-def _pass2(
-    classified: DataFrame, gaps: list[DataFrame], plan_limit: int
+def _collect(
+    job: tuple[DataFrame, list[str]], plan_limit: int
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """Everything pass 2 yields, in one job (one plan, one round of scheduling) instead of a dozen small
-    ones: the diverged references (all of them, for the plan), the count of in-sync references per
-    address, and each side's recovery-point gap. The classification runs in both of its branches, on
-    the cached input."""
-    is_sync = F.col("class") == "in_sync"
-    parts = [
-        classified.filter(~is_sync).limit(plan_limit + 1).withColumn("part", F.lit(_DIVERGED)),
-        classified.filter(is_sync).groupBy("address").count().withColumn("part", F.lit(_IN_SYNC)),
-        *[g.withColumn("part", F.lit(_GAP + i)) for i, g in enumerate(gaps)],
-    ]
-    table = reduce(lambda x, y: x.unionByName(y, allowMissingColumns=True), parts).toArrow()
+    """Pass 2's frame collected: the diverged references, the in-sync counts, the gap of each side."""
+    frame, classified_columns = job
+    table = frame.toArrow()
 
     def part(n: int, columns: list[str]) -> list[dict[str, Any]]:
         # Arrow to Python: far cheaper than Row objects
         out: list[dict[str, Any]] = table.filter(pc.equal(table["part"], n)).select(columns).to_pylist()
         return out
 
-    diverged = part(_DIVERGED, classified.columns)
+    diverged = part(_DIVERGED, classified_columns)
     if len(diverged) > plan_limit:
         raise RuntimeError(f"more than {plan_limit} diverged references: raise --plan-limit")
     gap = [
         {r["kind"]: {"count": r["count"], "oldest_ms": r["oldest_ms"]} for r in part(_GAP + i, _GAP_COLUMNS)}
-        for i in range(len(gaps))
+        for i in range(2)
     ]
     return diverged, part(_IN_SYNC, ["address", "count"]), gap
 
@@ -247,48 +252,44 @@ class RangeDiff:
 
 
 def _range_diff(sides: list[tuple[DataFrame, str]], ids_per_range: int) -> RangeDiff:
-    """Pass 1 on both sides in one job; the comparison itself is small and done here."""
+    """Pass 1 on both sides in one job; the comparison itself (a row per range, queue, address and
+    local id bucket: about 100 000 rows at 10 M) is done here, in Arrow."""
     diff = RangeDiff()
-    # rid -> per side [refs, hi, lo, {address: refs}, {local buckets}]
-    by_rid: dict[int, list[list[Any] | None]] = {}
-    for row in R.range_sums(sides, ids_per_range).toArrow().to_pylist():
-        side = row["side"]
-        extent = diff.extents[side]
-        extent["records"] += row["records"]
-        if row["last_ms"] is not None and (extent["last_ms"] is None or row["last_ms"] > extent["last_ms"]):
-            extent["last_ms"] = row["last_ms"]
-        if row["kind"] == R.OTHER:
-            continue
-        if row["kind"] == R.MARK:
-            if row["mark"] is not None:
-                diff.marks[side][row["r_queue"]] = int(row["mark"])
-        elif row["kind"] == R.SNF:
-            if row["refs"] or row["hi"] or row["lo"]:  # some reference there is not acknowledged
-                diff.snf[side].append((row["r_queue"], row["local_bucket"]))
-        else:
-            pair = by_rid.setdefault(row["rid"], [None, None])
-            total = pair[side]
-            if total is None:
-                total = pair[side] = [0, 0, 0, {}, set()]
-            total[0] += row["refs"]
-            total[1] += row["hi"]
-            total[2] += row["lo"]
-            if row["r_address"] is not None or row["refs"]:
-                total[3][row["r_address"]] = total[3].get(row["r_address"], 0) + row["refs"]
-            total[4].add(row["local_bucket"])
-            diff.everything = diff.everything or bool(row["no_identity"])
-    in_sync: dict[str | None, int] = {}
-    for rid, (a, b) in by_rid.items():
-        if not diff.everything and a and b and a[:3] == b[:3]:
-            for address, n in a[3].items():
-                in_sync[address] = in_sync.get(address, 0) + n
-            continue
-        diff.rids.append(rid)
-        for side, total in enumerate((a, b)):
-            if total is not None:
-                diff.local[side] |= total[4]
-    diff.ranges, diff.differing = len(by_rid), len(diff.rids)
-    diff.in_sync = [{"address": a, "count": n} for a, n in in_sync.items() if n]
+    table = R.range_sums(sides, ids_per_range).toArrow()
+    kind = table["kind"]
+    for row in table.group_by("side").aggregate([("records", "sum"), ("last_ms", "max")]).to_pylist():
+        diff.extents[row["side"]] = {"records": row["records_sum"], "last_ms": row["last_ms_max"]}
+    marks = table.filter(pc.and_(pc.equal(kind, R.MARK), pc.is_valid(table["mark"])))
+    for row in marks.select(["side", "r_queue", "mark"]).to_pylist():
+        diff.marks[row["side"]][row["r_queue"]] = int(row["mark"])
+    # a store-and-forward bucket whose sums are not all zero holds an unacknowledged reference
+    pending = pc.or_(
+        pc.or_(pc.not_equal(table["refs"], 0), pc.not_equal(table["hi"], 0)), pc.not_equal(table["lo"], 0)
+    )
+    snf = table.filter(pc.and_(pc.equal(kind, R.SNF), pending))
+    for row in snf.select(["side", "r_queue", "local_bucket"]).to_pylist():
+        diff.snf[row["side"]].append((row["r_queue"], row["local_bucket"]))
+    client = table.filter(pc.equal(kind, R.CLIENT))
+    diff.everything = bool(pc.any(pc.greater(client["no_identity"], 0)).as_py())
+    # per range and side: send count and checksum; a range is equal when both sides have the same
+    sums = client.group_by(["rid", "side"]).aggregate([("refs", "sum"), ("hi", "sum"), ("lo", "sum")])
+    per_side = [sums.filter(pc.equal(sums["side"], n)).drop_columns(["side"]) for n in (0, 1)]
+    both = per_side[0].join(per_side[1], "rid", join_type="full outer", left_suffix="_0", right_suffix="_1")
+    same = [pc.equal(both[f"{c}_sum_0"], both[f"{c}_sum_1"]) for c in ("refs", "hi", "lo")]
+    equal = pc.fill_null(pc.and_(pc.and_(same[0], same[1]), same[2]), False)
+    if diff.everything:  # nothing is vouched for: every range differs
+        equal = pa.array([False] * both.num_rows)
+    diff.rids = both.filter(pc.invert(equal))["rid"].to_pylist()
+    diff.ranges, diff.differing = both.num_rows, len(diff.rids)
+    differing = pc.is_in(client["rid"], value_set=pa.array(diff.rids, pa.int64()))
+    for row in client.filter(differing).group_by(["side", "local_bucket"]).aggregate([]).to_pylist():
+        diff.local[row["side"]].add(row["local_bucket"])
+    # equal ranges are all in sync: their send references counted per message address (side 0's)
+    synced = pc.and_(pc.invert(differing), pc.equal(client["side"], 0))
+    counts = client.filter(synced).group_by("r_address").aggregate([("refs", "sum")])
+    diff.in_sync = [
+        {"address": r["r_address"], "count": r["refs_sum"]} for r in counts.to_pylist() if r["refs_sum"]
+    ]
     return diff
 
 

@@ -125,8 +125,9 @@ def test_the_live_table_holds_only_live_messages(tmp_path: Path) -> None:
     assert sorted(live.entries)[:3] == [4, 8, 12]
 
 
-def test_parquet_export_has_one_row_per_record(tmp_path: Path) -> None:
+def test_parquet_export_has_one_row_per_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pq = pytest.importorskip("pyarrow.parquet")
+    from spark_dr import export
     from spark_dr.export import export_journal
 
     load_or_create_node_id(tmp_path / "j")
@@ -140,6 +141,10 @@ def test_parquet_export_has_one_row_per_record(tmp_path: Path) -> None:
     table = pq.read_table(tmp_path / "out.parquet")
     assert stats["records"] == table.num_rows == 6
     assert table.column("event").to_pylist() == ["queue_create"] + ["send"] * 5
+    # row groups of ROW_GROUP_ROWS records: the second pass skips groups by their message id statistics
+    monkeypatch.setattr(export, "ROW_GROUP_ROWS", 4)
+    export_journal(tmp_path / "j", tmp_path / "small-groups.parquet")
+    assert pq.ParquetFile(tmp_path / "small-groups.parquet").metadata.num_row_groups == 2
 
 
 def result() -> dict[str, Any]:
