@@ -107,6 +107,9 @@ def datacompy_compare(spark: Any, root: Path) -> dict[str, Any]:
     keys = ["identity_broker", "identity_id", "queue", "event"]
     cmp = SparkSQLCompare(spark, frames[0], frames[1], join_columns=keys, df1_name="dc1", df2_name="dc2")
     report = cmp.report()
+    # datacompy leaves its cached join in the session: a later run of the same comparison would read
+    # it from memory instead of comparing again
+    cmp.intersect_rows.unpersist()
     return {"version": datacompy.__version__, "report_chars": len(report), "any_dupes": cmp._any_dupes}
 
 

@@ -77,7 +77,9 @@ def _cells(records: DataFrame, ids: int) -> DataFrame:
     is_send, is_ack, is_mark = F.col("is_send"), F.col("is_ack"), F.col("is_mark")
     names = F.when(is_send, F.col("queues")).otherwise(
         F.array(
-            F.when(is_ack, F.col("queue")).when(is_mark, F.substring(F.col("meta_key"), len(DEDUP) + 1, 1000))
+            # a mark names its origin in its key (``DEDUP`` + origin), stripped on the driver: one side
+            # may hold a mark per mirrored message
+            F.when(is_ack, F.col("queue")).when(is_mark, F.col("meta_key"))
         )
     )
     # explode_outer: a send with no queue is still one row, to be counted
@@ -161,8 +163,9 @@ def range_sums(sides: list[tuple[DataFrame, str]], ids_per_range: int) -> DataFr
     Rows: ``kind`` CLIENT per (range ``rid``, message address, local id bucket) with ``refs``
     (client send references) and the checksum halves ``hi``/``lo``; SNF per (store-and-forward queue,
     local id bucket) with ``refs`` (sends minus acks) and ``hi``/``lo`` (the sends' id checksum minus
-    the acks'): zero everywhere means every reference there is acknowledged; MARK per origin with the
-    highest dedup ``mark``. Every row also carries its records' count and last time (the extent)."""
+    the acks'): zero everywhere means every reference there is acknowledged; MARK per dedup meta key
+    (``transforms.DEDUP`` + origin) with the highest ``mark``. Every row also carries its records'
+    count and last time (the extent)."""
     tagged = [
         r.select(*_PASS1_COLUMNS, F.lit(n).alias("side"), F.lit(node).alias("node"))
         for n, (r, node) in enumerate(sides)

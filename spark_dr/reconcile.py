@@ -261,7 +261,7 @@ def _range_diff(sides: list[tuple[DataFrame, str]], ids_per_range: int) -> Range
         diff.extents[row["side"]] = {"records": row["records_sum"], "last_ms": row["last_ms_max"]}
     marks = table.filter(pc.and_(pc.equal(kind, R.MARK), pc.is_valid(table["mark"])))
     for row in marks.select(["side", "r_queue", "mark"]).to_pylist():
-        diff.marks[row["side"]][row["r_queue"]] = int(row["mark"])
+        diff.marks[row["side"]][row["r_queue"].removeprefix(T.DEDUP)] = int(row["mark"])
     # a store-and-forward bucket whose sums are not all zero holds an unacknowledged reference
     pending = pc.or_(
         pc.or_(pc.not_equal(table["refs"], 0), pc.not_equal(table["hi"], 0)), pc.not_equal(table["lo"], 0)

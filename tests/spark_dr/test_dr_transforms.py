@@ -207,6 +207,8 @@ def test_range_checksums_classify_like_the_full_join(
     dc2 = [send(N2, 11, origin=(N1, 1)), ack(N2, 11, via_mirror=True), send(N2, 12, origin=(N1, 2)),
            send(N2, 14, origin=(N1, 4)), ack(N2, 14), send(N2, 15, origin=(N1, 5)), send(N2, 16),
            send(N2, 17, origin=(N1, 7))]  # fmt: skip
+    # DC2's dedup marks for DC1: it received DC1's 3 (and no longer holds it)
+    dc2 += [rec(N2, "meta", meta_key=f"mirror.dedup.{N1}", meta_value=v) for v in ("7", "9")]
     for i in range(20, 60):  # in sync: live on both, consumed on one side with the ack mirrored
         dc1.append(send(N1, i, queue="r"))
         dc2.append(send(N2, 100 + i, origin=(N1, i), queue="r"))
@@ -217,8 +219,10 @@ def test_range_checksums_classify_like_the_full_join(
     for name, rows in (("dc1", dc1), ("dc2", dc2)):
         frame(spark, rows).write.parquet(str(tmp_path / name))
         paths.append(tmp_path / name)
-    full = T.classify(T.side_state(frame(spark, dc1)), T.side_state(frame(spark, dc2)), node1=N1, node2=N2)
+    states = [T.side_state(frame(spark, rows)) for rows in (dc1, dc2)]
+    full = T.classify(*states, node1=N1, node2=N2, marks2={N1: 9})
     want = {(r["address"], r["class"], r["side"]): r["count"] for r in T.summarize(full).collect()}
+    assert want["q", "acked_one_side", "DC2"] == 1  # DC1 holds 3, DC2 had it (under its mark)
     result = reconcile(spark, paths[0], paths[1], Options(ids_per_range=ids_per_range))
     assert {(r["address"], r["class"], r["side"]): r["count"] for r in result["by_address"]} == want
     assert want["r", "in_sync", None] == 40
