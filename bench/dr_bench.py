@@ -7,7 +7,8 @@ session times, on the same Parquet input, ``--repeat`` rounds of:
   scan_needed  only the columns reconciliation reads (``NEEDED``, the union of what its jobs read);
   reconcile    the whole ``spark_dr.reconcile.reconcile`` (everything the report, plan and metrics
                are made from: counts per address, window, timeline, recovery-point gap, every diverged
-               reference collected to the driver), minus writing the report files;
+               reference collected to the driver), minus writing the report files; ``pass1_s`` is its
+               part up to the end of pass 1 (from its progress reports);
   join_classify  (``--join-baseline``) the previous job: full outer joins of every reference, counts only;
 and once, after the rounds (``--datacompy``), datacompy's ``SparkSQLCompare`` of the two sides' client
 records (``datacompy_frames``: sends per queue and acks, keyed by identity, queue and event; compared
@@ -156,10 +157,13 @@ def one_round(spark: Any, root: Path, pid: int, ids_per_range: int, baseline: bo
     out["scan_all_s"], _ = timed(lambda: noop(both))
     out["scan_needed_s"], _ = timed(lambda: noop(both.select(*NEEDED)))
     out["peak_reset"] = reset_peak(pid)
-    opts = Options(ids_per_range=ids_per_range)
+    said: list[float] = []  # when reconcile reports progress: pass 1 ends at its 2nd report
+    opts = Options(ids_per_range=ids_per_range, progress=lambda _msg: said.append(time.monotonic()))
+    started = time.monotonic()
     out["reconcile_s"], out["result"] = timed(
         lambda: reconcile(spark, root / "dc1.parquet", root / "dc2.parquet", opts)
     )
+    out["pass1_s"] = said[1] - started
     out["jvm_peak_rss_mb"] = peak_rss_mb(pid)
     if baseline:
         out["join_classify_s"], out["join_counts"] = timed(lambda: join_classify(spark, root))
@@ -199,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     rounds = [
         one_round(spark, args.root, pid, args.ids_per_range, args.join_baseline) for _ in range(args.repeat)
     ]
-    for key in ("scan_all_s", "scan_needed_s", "reconcile_s"):
+    for key in ("scan_all_s", "scan_needed_s", "reconcile_s", "pass1_s"):
         out[key] = spread([r[key] for r in rounds])
     # ratios per round (scan and reconcile of the same round share the machine's load at that time)
     out["ratio_vs_scan_all"] = spread([r["reconcile_s"] / r["scan_all_s"] for r in rounds])

@@ -8,16 +8,18 @@ matches the other side's non-consumption (the consumed flag is inverted on the s
 "consumed on DC1, mirrored ack on DC2" gives equal sums and "consumed on both" does not; an orphan ack
 (no identity) is put in the range of its local name with a token naming its side, which never matches.
 A range whose send count and checksum agree on both sides is all ``in_sync`` and is only counted. Every
-other range is classified exactly by ``transforms.classify`` from a second, filtered read: the records
-whose computed range is a differing one (a broadcast semi-join), with the local message id intervals
-they occupy (recorded by pass 1) pushed down to the reader. Whatever a token cannot vouch for (killed
-or expired on both sides, settled on one side only, ...) lands in a differing range.
+other range is classified exactly by ``transforms.classify`` from a second, filtered read
+(``pass2_rows``): the records whose computed range is a differing one (a hash set of range ids), with
+the local message id intervals they occupy (recorded by pass 1) pushed down to the reader. Whatever a
+token cannot vouch for (killed or expired on both sides, settled on one side only, ...) lands in a
+differing range.
 
-Pass 1 (``range_sums``) is one read per side and one aggregation whose map side collapses everything to
-a few rows per range and local id bucket: no record crosses a shuffle. The checksum is the sum of the
-token hashes in two 32-bit halves (no overflow, order-free); a collision hiding a real difference has
-a probability of about 2^-64 per range. The same pass yields the dedup marks and, per store-and-forward
-(queue, local id bucket), whether everything there was acknowledged (the recovery-point gap's input).
+Pass 1 (``range_sums``) is one read of each side and one aggregation whose map side collapses
+everything to a few rows per range and local id bucket: no record crosses a shuffle. The checksum is
+the sum of the token hashes in two 32-bit halves (no overflow, order-free); a collision hiding a real
+difference has a probability of about 2^-64 per range. The same pass yields the dedup marks, each
+side's record count and last record time, and, per store-and-forward (queue, local id bucket),
+whether everything there was acknowledged (the recovery-point gap's input).
 """
 
 from __future__ import annotations
