@@ -360,7 +360,11 @@ class MirrorSource(Observer):
     def status(self) -> dict[str, Any]:
         q = self.queue
         pending = q.depth if q is not None else 0
-        oldest = q.messages[0].message.timestamp_ms if q is not None and q.messages else None
+        # the oldest event not yet accepted: the head of the queue, or one already out on the link
+        heads = [q.messages[0]] if q is not None and q.messages else []
+        if self.consumer is not None and self.consumer.inflight:
+            heads.append(next(iter(self.consumer.inflight.values())))
+        oldest = min((r.message.timestamp_ms for r in heads), default=None)
         return {
             "name": self.name,
             "queue": self.snf,

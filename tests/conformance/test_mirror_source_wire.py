@@ -468,6 +468,8 @@ def test_events_leave_the_snf_only_when_accepted_and_are_resent_in_order(tmp_pat
             first = peer.wait_for_transfers(5)  # addAddress, createQueue, 3 messages
             assert [event_type(t) for t in first] == ["addAddress", "createQueue", None, None, None]
             wait_until(lambda: source_status(b)["pendingEvents"] == 5, 5, "5 events held by the target")
+            # all five are out on the link, none waits in the queue: their age still counts
+            wait_until(lambda: source_status(b)["oldestPendingAgeMs"] >= 300, 5, "held events to age")
             peer.settle(first[0])
             wait_until(lambda: source_status(b)["pendingEvents"] == 4, 5, "the accepted event to leave")
             assert source_status(b)["pendingEvents"] == 4, "an unsettled event must stay in the SNF"
