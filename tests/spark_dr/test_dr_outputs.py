@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import http.server
 import threading
 from pathlib import Path
@@ -123,6 +124,28 @@ def test_the_live_table_holds_only_live_messages(tmp_path: Path) -> None:
             assert row[7] is not None
     assert len(live) == peak == 500  # the unacknowledged quarter, never more
     assert sorted(live.entries)[:3] == [4, 8, 12]
+
+
+def test_reading_turns_the_collector_off_and_back_as_it_found_it(tmp_path: Path) -> None:
+    load_or_create_node_id(tmp_path)
+    with Journal(tmp_path, fsync=False) as j:
+        j.open()
+        j.append(QueueAdded(1, "q", "q", ANYCAST))
+        j.append(MessageAdded(1, "q", (1,), encoded("a")))
+        j.flush()
+    assert gc.isenabled()
+    rows = journal_rows(tmp_path)
+    next(rows)
+    assert not gc.isenabled(), "off while reading"
+    rows.close()  # a reader abandoned half way
+    assert gc.isenabled()
+    assert len(list(journal_rows(tmp_path))) == 2 and gc.isenabled()
+    gc.disable()
+    try:
+        list(journal_rows(tmp_path))
+        assert not gc.isenabled(), "a caller's choice is kept"
+    finally:
+        gc.enable()
 
 
 def test_parquet_export_has_one_row_per_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
