@@ -23,6 +23,7 @@ from typing import Any
 from .config.model import AddressSettings, BrokerConfig
 from .errors import BrokerError
 from .journal import records
+from .journal.collector import collector_paused
 from .journal.journal import Journal
 from .journal.node_id import load_or_create_node_id
 from .management import Management
@@ -142,7 +143,8 @@ class Server:
             logger=self.log,
         )
         if self.config.persistence_enabled:
-            self._recover(self.journal.open())
+            with collector_paused():
+                self._recover(self.journal.open())
         else:
             self.journal.open()
         for acfg in self.config.addresses:
