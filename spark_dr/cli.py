@@ -8,20 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
-
-def _progress(quiet: bool) -> Any:
-    started = time.monotonic()
-
-    def say(message: str) -> None:
-        if not quiet:
-            print(f"[{time.monotonic() - started:7.1f}s] {message}", file=sys.stderr, flush=True)
-
-    return say
+from .progress import Progress
 
 
 def add_export_args(p: argparse.ArgumentParser) -> None:
@@ -36,6 +26,12 @@ def add_reconcile_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--names", default="DC1,DC2", help="the two sides' names (default DC1,DC2)")
     p.add_argument("--survivor", help="the side a repair writes to (default: the second)")
     p.add_argument("--out", default="dr-report", help="directory for the JSON/HTML/text reports")
+    p.add_argument(
+        "--no-export",
+        action="store_true",
+        help="read journal directories through the Spark data source (in the executors, twice) instead "
+        "of exporting each to Parquet under OUT/parquet first (once, in parallel processes here)",
+    )
     p.add_argument("--plan", help="also write a repair plan (JSON) to this file")
     p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     p.add_argument("--shuffle-partitions", type=int, default=4)
@@ -57,7 +53,7 @@ def add_repair_args(p: argparse.ArgumentParser) -> None:
 def export_main(args: argparse.Namespace) -> int:
     from .export import export_journal
 
-    say = _progress(args.quiet)
+    say = Progress(args.quiet).throttled(2.0)
     stats = export_journal(Path(args.directory), Path(args.out), progress=say)
     print(json.dumps(stats))
     return 0
@@ -70,12 +66,14 @@ def reconcile_main(args: argparse.Namespace, spark: Any = None) -> int:
     from .report import console_summary, write_reports
     from .session import spark_session
 
-    say = _progress(args.quiet)
+    say = Progress(args.quiet)
     names = tuple(n.strip() for n in args.names.split(","))
     if len(names) != 2:
         raise SystemExit("--names wants two comma-separated names")
     opts = Options(names=(names[0], names[1]), survivor=args.survivor or names[1], progress=say)
     opts.plan_limit = args.plan_limit
+    if not args.no_export:
+        opts.export_dir = Path(args.out) / "parquet"
     if spark is None:
         say(f"starting Spark ({args.master or 'from spark-submit'})")
         spark = spark_session(args.master, args.shuffle_partitions)
@@ -96,7 +94,7 @@ def repair_main(args: argparse.Namespace) -> int:
     from .plan import read_plan
     from .repair import apply_plan, parse_journal_overrides
 
-    say = _progress(args.quiet)
+    say = Progress(args.quiet)
     plan = read_plan(Path(args.plan))
     counts = {k: len(plan[k]) for k in ("resend", "acks", "duplicates_expected", "needs_decision")}
     say(f"plan: {counts}")

@@ -57,6 +57,19 @@ def to_arrow(batch: list[Row], schema: Any) -> Any:
     )
 
 
+def export_journals(jobs: list[tuple[Path, Path]], progress: Progress | None = None) -> list[dict[str, Any]]:
+    """Several journals (directory, Parquet file out) exported at once, one process each: reading a
+    journal is sequential Python. ``progress`` must be picklable (``spark_dr.progress.Progress`` is).
+    The processes are spawned, not forked: the caller may be running a JVM and its threads."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max(1, len(jobs)), mp_context=spawn) as pool:
+        futures = [pool.submit(export_journal, directory, out, progress) for directory, out in jobs]
+        return [f.result() for f in futures]
+
+
 def export_journal(directory: Path, out: Path, progress: Progress | None = None) -> dict[str, Any]:
     """Write every record of ``directory`` to the Parquet file ``out``; returns counts and timing."""
     import pyarrow.parquet as pq

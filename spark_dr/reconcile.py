@@ -24,6 +24,8 @@ from pyspark.sql import functions as F
 from . import ranges as R
 from . import transforms as T
 from .datasource import FORMAT
+from .export import export_journals
+from .progress import Progress as ProgressLines
 from .rows import journal_dir, read_node_id
 
 Progress = Callable[[str], None]
@@ -46,21 +48,58 @@ class Options:
     plan_limit: int = 1_000_000  # most actions a plan may hold
     ids_per_range: int = R.DEFAULT_IDS_PER_RANGE  # identity ids per checksummed range
     progress: Progress = field(default=lambda _msg: None)
+    # Journal directories are first exported here as Parquet (each journal read once, in parallel
+    # processes; pass 2 then skips row groups); None reads them through the Spark data source, twice
+    # (pass 1 and pass 2), in the executors. Needs to be storage the executors see.
+    export_dir: Path | None = None
 
 
-def load_side(spark: SparkSession, name: str, path: Path) -> Side:
-    """A journal directory (read with our data source) or a Parquet export of one."""
+def is_journal(path: Path) -> bool:
+    """A journal (or broker data) directory, as opposed to a Parquet export of one."""
     path = Path(path)
-    if path.is_dir() and not any(path.glob("*.parquet")) and not (path / "_SUCCESS").exists():
+    return path.is_dir() and not any(path.glob("*.parquet")) and not (path / "_SUCCESS").exists()
+
+
+def load_side(spark: SparkSession, name: str, path: Path, parquet: Path | None = None) -> Side:
+    """A journal directory (read with our data source, or from its export ``parquet``) or a Parquet
+    export of one. A side read from a journal keeps the journal as its path: a repair reads payloads
+    there."""
+    path = Path(path)
+    if is_journal(path):
         directory = journal_dir(path)
-        records = spark.read.format(FORMAT).load(str(directory))
+        if parquet is None:
+            records = spark.read.format(FORMAT).load(str(directory))
+        else:
+            records = _read_parquet(spark, parquet)
         return Side(name, directory, read_node_id(directory), records)
-    # statistics (min/max) skip row groups well; the dictionary filter costs more than it saves here
-    records = spark.read.option("parquet.filter.dictionary.enabled", "false").parquet(str(path))
+    records = _read_parquet(spark, path)
     node = records.select("node_id").filter(F.col("node_id").isNotNull()).limit(1).collect()
     if not node:
         raise ValueError(f"{path}: no records")
     return Side(name, path, str(node[0][0]), records)
+
+
+def _read_parquet(spark: SparkSession, path: Path) -> DataFrame:
+    # statistics (min/max) skip row groups well; the dictionary filter costs more than it saves here
+    return spark.read.option("parquet.filter.dictionary.enabled", "false").parquet(str(path))
+
+
+def _export(paths: list[Path], opts: Options) -> list[Path | None]:
+    """The Parquet export of each side given as a journal directory (None for the others), made now."""
+    if opts.export_dir is None:
+        return [None] * len(paths)
+    jobs = {
+        i: (journal_dir(p), Path(opts.export_dir) / f"{name}.parquet")
+        for i, (name, p) in enumerate(zip(opts.names, paths, strict=True))
+        if is_journal(p)
+    }
+    if jobs:
+        say = opts.progress
+        say(f"exporting {', '.join(str(d) for d, _ in jobs.values())} to {opts.export_dir}")
+        progress = say.throttled(5.0) if isinstance(say, ProgressLines) else None
+        stats = export_journals(list(jobs.values()), progress)
+        say("exported " + ", ".join(f"{s['records']} records in {s['seconds']:.1f} s" for s in stats))
+    return [jobs[i][1] if i in jobs else None for i in range(len(paths))]
 
 
 def reconcile(spark: SparkSession, path1: Path, path2: Path, opts: Options | None = None) -> dict[str, Any]:
@@ -71,8 +110,9 @@ def reconcile(spark: SparkSession, path1: Path, path2: Path, opts: Options | Non
     opts = opts or Options()
     started = time.monotonic()
     say = opts.progress
+    exports = _export([Path(path1), Path(path2)], opts)
     with ThreadPoolExecutor(2) as pool:  # each side's schema and node id: small jobs, run together
-        sides = list(pool.map(load_side, [spark, spark], opts.names, [path1, path2]))
+        sides = list(pool.map(load_side, [spark, spark], opts.names, [path1, path2], exports))
     records = [s.records for s in sides if s.records is not None]
     say("reading journals: checksums per identity range")
     diff = _range_diff([(r, s.node_id) for r, s in zip(records, sides, strict=True)], opts.ids_per_range)

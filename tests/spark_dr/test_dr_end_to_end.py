@@ -125,12 +125,14 @@ def run_traffic(dc1: BrokerProcess, dc2: BrokerProcess) -> Truth:
     return t
 
 
-def reconcile_args(tmp: Path, dc1: BrokerProcess, dc2: BrokerProcess, tag: str) -> argparse.Namespace:
+def reconcile_args(
+    tmp: Path, dc1: BrokerProcess, dc2: BrokerProcess, tag: str, no_export: bool = False
+) -> argparse.Namespace:
     return argparse.Namespace(
         dc1=str(dc1.home / "data" / "journal"), dc2=str(dc2.home / "data" / "journal"), names="DC1,DC2",
         survivor="DC2", out=str(tmp / f"report-{tag}"), plan=str(tmp / f"plan-{tag}.json"), master=None,
         shuffle_partitions=2, plan_limit=1000, metrics_file=str(tmp / f"metrics-{tag}.prom"),
-        pushgateway=None,
+        pushgateway=None, no_export=no_export,
         quiet=True,
     )  # fmt: skip
 
@@ -149,8 +151,12 @@ def test_reconcile_repair_reconcile_on_real_journals(
     truth = run_traffic(dc1, dc2)
     dc1.kill()
 
+    # the journals exported to Parquet first (the default), each read once
     assert reconcile_main(reconcile_args(tmp_path, dc1, dc2, "1"), spark=spark) == 3  # needs repair
+    exported = sorted(p.name for p in (tmp_path / "report-1" / "parquet").iterdir())
+    assert exported == ["DC1.parquet", "DC2.parquet"]
     first = json.loads((tmp_path / "report-1" / "reconciliation.json").read_text())
+    assert first["sides"]["DC1"]["path"] == str(dc1.home / "data" / "journal"), "repairs read payloads there"
     expected = truth.expected()
     assert counts_by_class_side(first) == expected
     assert expected["one_side_only", "DC1"] == 8 and expected["consumed_both", None] > 0
@@ -178,7 +184,9 @@ def test_reconcile_repair_reconcile_on_real_journals(
     for queue, n in live.items():
         wait_until(lambda q=queue, n=n: depth(dc2, q) == n, 10, f"{queue} on DC2 to hold {n}")
 
-    assert reconcile_main(reconcile_args(tmp_path, dc1, dc2, "2"), spark=spark) == 0
+    # the journals read through the Spark data source this time
+    assert reconcile_main(reconcile_args(tmp_path, dc1, dc2, "2", no_export=True), spark=spark) == 0
+    assert not (tmp_path / "report-2" / "parquet").exists()
     second = json.loads((tmp_path / "report-2" / "reconciliation.json").read_text())
     assert second["survivor_in_sync"]
     after = counts_by_class_side(second)
