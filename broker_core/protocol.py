@@ -367,35 +367,18 @@ class BrokerEndpoint:
         self.mark_dirty()
 
     def _attach_mirror(self, link: Link, attach: Attach, address: str) -> None:
-        """A remote broker's mirror link (spec §1.3): SEND permission, then the amq.mirror capability."""
-        from mirror.attach import (
-            mirror_refusal,
-            mirror_target_answer,
-            remote_broker_id,
-            send_permission_refusal,
-        )
-
+        """A remote broker's mirror link (spec §1.3), answered or refused by the mirror target."""
         try:
-            self.server.check(self.conn.user, address, "send")
-        except SecurityError as exc:
-            condition, description = send_permission_refusal(exc.description)
-            log.warning("%s: mirror link %r refused: %s", self.peer, link.name, description)
-            self._refuse(link, attach, condition, description)
+            reply, remote = self.server.mirror_target.answer_link(self.conn.user, attach, address)
+        except BrokerError as exc:
+            log.warning("%s: mirror link %r refused: %s", self.peer, link.name, exc.description)
+            self._refuse(link, attach, exc.condition, exc.description)
             return
-        refusal = mirror_refusal(attach)
-        remote = remote_broker_id(attach)
-        if refusal is None and not remote:
-            refusal = (errors.INVALID_FIELD, "mirror link without x-opt-amq-bkr-id link property")
-        if refusal is not None:
-            log.warning("%s: mirror link %r refused: %s", self.peer, link.name, refusal[1])
-            self._refuse(link, attach, *refusal)
-            return
-        reply = mirror_target_answer(attach, self.server.node_id, handle=0)
         self.conn.attach(link.session, reply, link)
         # A mirror link carries a whole broker's traffic and catch-up backlogs: a deeper credit window
         # than a client link keeps the source streaming while this side journals (measured: bench/).
         window = max(self.acceptor.amqp_credits, MIRROR_CREDIT_WINDOW)
-        link.context = MirrorLink(str(remote), window, window // 2)
+        link.context = MirrorLink(remote, window, window // 2)
         self.conn.flow(link, credit=window)
         log.info("%s: mirror link from broker %s attached on %s", self.peer, remote, address)
         self.mark_dirty()

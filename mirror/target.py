@@ -16,11 +16,15 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from broker_core.amqp import errors
+from broker_core.amqp.performatives import Attach
 from broker_core.errors import BrokerError
 from broker_core.message import MessageView
+from broker_core.security import SecurityError
 from broker_core.server import ACK_EXPIRED, ANYCAST, MULTICAST
 
 from . import wire
+from .attach import mirror_refusal, mirror_target_answer, remote_broker_id, send_permission_refusal
 
 if TYPE_CHECKING:
     from broker_core.server import Server
@@ -141,6 +145,24 @@ class MirrorTarget:
 
     def status(self) -> dict[str, Any]:
         return {**self.stats, **self.retries.stats, "pendingAckRetries": len(self.retries.tries)}
+
+    def answer_link(self, user: str | None, attach: Attach, address: str) -> tuple[Attach, str]:
+        """The answer to a remote broker's mirror link attach (spec §1.3), and that broker's id.
+
+        Raises BrokerError with the condition to refuse the link with: the connecting user lacks SEND
+        permission on the mirror address (checked first, as Artemis does), the link lacks the mirror
+        capability, or it names no broker id."""
+        try:
+            self.server.check(user, address, "send")
+        except SecurityError as exc:
+            raise BrokerError(*send_permission_refusal(exc.description)) from exc
+        refusal = mirror_refusal(attach)
+        remote = remote_broker_id(attach)
+        if refusal is None and not remote:
+            refusal = (errors.INVALID_FIELD, "mirror link without x-opt-amq-bkr-id link property")
+        if refusal is not None:
+            raise BrokerError(*refusal)
+        return mirror_target_answer(attach, self.server.node_id, handle=0), str(remote)
 
     def apply(self, remote_id: str, payload: bytes) -> bool:
         """Apply one delivery from `remote_id`; returns True when it journalled something durable."""
