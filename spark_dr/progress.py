@@ -12,6 +12,8 @@ import time
 
 
 class Progress:
+    """``progress(message)`` prints ``[   12.3s] message`` unless quiet (or throttled)."""
+
     def __init__(self, quiet: bool = False, started: float | None = None, every: float = 0.0) -> None:
         self.quiet = quiet
         self.started = time.monotonic() if started is None else started
