@@ -231,16 +231,22 @@ PASS2_COLUMNS = [
 ]
 
 
-def narrowed(records: DataFrame, local_buckets: set[int], ids_per_range: int) -> DataFrame:
+def narrowed(
+    records: DataFrame, local_buckets: set[int], ids_per_range: int, pushdown: bool = True
+) -> DataFrame:
     """``records`` restricted to the local message id buckets given: exactly, by bucket (a hash set
     lookup per row), and by the message id intervals covering them, pushed down to the reader (a
     Parquet export skips the row groups outside them by their statistics; ``load_side`` turns
     Parquet's dictionary filter off, which expanded every row group's message id dictionary into a set
     of boxed longs for every interval). The exact test comes first, so the intervals are evaluated
-    again only on the rows it keeps; they go down in chunks (``PUSHED_INTERVALS``), one scan each."""
+    again only on the rows it keeps; they go down in chunks (``PUSHED_INTERVALS``), one scan each.
+    Without ``pushdown`` (the journal data source, which reads a whole journal whatever the filter)
+    there is one scan, with the exact test only."""
     intervals = coarse_intervals(id_intervals(local_buckets, ids_per_range), PUSHED_INTERVALS * MAX_SCANS)
     if not intervals:
         return records.filter(F.lit(False))
+    if not pushdown:
+        return records.filter(_one_of(f"floor(message_id / {ids_per_range})", sorted(local_buckets)))
     parts = []
     for k in range(0, len(intervals), PUSHED_INTERVALS):
         chunk = intervals[k : k + PUSHED_INTERVALS]
@@ -270,6 +276,7 @@ def pass2_rows(
     rids: list[int],
     snf: list[tuple[str, int]],
     ids_per_range: int,
+    pushdown: bool = True,
 ) -> DataFrame:
     """What pass 2 reads of one side: the records of the given local id buckets (``narrowed``), each
     send split into one row per queue (``queues`` then names that queue only), and of those only the
@@ -277,7 +284,7 @@ def pass2_rows(
     with unacknowledged references (``snf``), and acks with no identity (an orphan is keyed by its local
     name). The picks still select exactly; this only keeps pass 2's cached input small (the buckets
     hold every range of their ids, and every send's store-and-forward reference)."""
-    rows = narrowed(records, local_buckets, ids_per_range)
+    rows = narrowed(records, local_buckets, ids_per_range, pushdown)
     ranges = _range_test(rids, ids_per_range, "key")
     if ranges is None:
         return rows

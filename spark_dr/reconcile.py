@@ -38,6 +38,7 @@ class Side:
     path: Path
     node_id: str = ""
     records: DataFrame | None = None
+    parquet: bool = True  # read from Parquet (filters skip row groups), not through the data source
 
 
 @dataclass
@@ -71,7 +72,7 @@ def load_side(spark: SparkSession, name: str, path: Path, parquet: Path | None =
             records = spark.read.format(FORMAT).load(str(directory))
         else:
             records = _read_parquet(spark, parquet)
-        return Side(name, directory, read_node_id(directory), records)
+        return Side(name, directory, read_node_id(directory), records, parquet is not None)
     records = _read_parquet(spark, path)
     node = records.select("node_id").filter(F.col("node_id").isNotNull()).limit(1).collect()
     if not node:
@@ -123,7 +124,7 @@ def reconcile(spark: SparkSession, path1: Path, path2: Path, opts: Options | Non
         diverged, in_sync, gap = _collect(_pass2_job(sides, records, diff, None, opts), opts.plan_limit)
     else:
         with _session_conf(spark, _PASS2_CONF):
-            narrow = _narrow(records, diff, opts)
+            narrow = _narrow(sides, records, diff, opts)
             try:
                 # read and cache both sides, in parallel (one job each: the union of two one-partition
                 # frames is one partition, read by one task), while the classification is planned
@@ -179,13 +180,15 @@ def _partitions(spark: SparkSession, rows: int) -> int:
     return max(1, min(int(spark.conf.get(_PARTITIONS) or 1), rows // _ROWS_PER_PARTITION))
 
 
-def _narrow(records: list[DataFrame], diff: RangeDiff, opts: Options) -> list[DataFrame]:
+def _narrow(sides: list[Side], records: list[DataFrame], diff: RangeDiff, opts: Options) -> list[DataFrame]:
     """Pass 2's input: per side, the records the differing ranges and the store-and-forward gap need,
     cached as one partition."""
     narrow = []
-    for i, r in enumerate(records):
+    for i, (side, r) in enumerate(zip(sides, records, strict=True)):
         buckets = diff.local[i] | {b for _, b in diff.snf[i]}
-        rows = R.pass2_rows(r.select(*R.PASS2_COLUMNS), buckets, diff.rids, diff.snf[i], opts.ids_per_range)
+        rows = R.pass2_rows(
+            r.select(*R.PASS2_COLUMNS), buckets, diff.rids, diff.snf[i], opts.ids_per_range, side.parquet
+        )
         narrow.append(rows.coalesce(1).cache())
     return narrow
 

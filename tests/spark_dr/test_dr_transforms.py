@@ -250,3 +250,26 @@ def test_store_and_forward_sums_cancel_when_everything_is_acknowledged(spark: An
         (0, 0, True),
         (1, 1, False),
     ]
+
+
+def test_narrowed_read_is_one_scan_without_pushdown(
+    spark: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parquet: one scan per chunk of pushed-down intervals (row groups skipped). The journal data
+    source reads a whole journal whatever the filter, so there it must be one scan, not one per chunk."""
+    from spark_dr import ranges
+
+    monkeypatch.setattr(ranges, "PUSHED_INTERVALS", 1)
+    frame(spark, [send(N1, i) for i in range(40)]).write.parquet(str(tmp_path / "side"))
+    records = spark.read.parquet(str(tmp_path / "side"))
+    buckets = {1, 5, 7}  # of 4 ids each: three intervals, [4, 8), [20, 24), [28, 32)
+    pushed = ranges.narrowed(records, buckets, 4)
+    single = ranges.narrowed(records, buckets, 4, pushdown=False)
+    want = [*range(4, 8), *range(20, 24), *range(28, 32)]
+    assert sorted(r.message_id for r in pushed.collect()) == want
+    assert sorted(r.message_id for r in single.collect()) == want
+
+    def scans(df: Any) -> int:
+        return str(df._jdf.queryExecution().optimizedPlan().toString()).count("Relation")
+
+    assert (scans(pushed), scans(single)) == (3, 1)
