@@ -18,9 +18,9 @@ def test_demo_mirrors_both_ways_and_its_summary_adds_up() -> None:
     assert out.returncode == 0, out.stdout + out.stderr
 
     def numbers(label: str) -> list[int]:
-        line = next((x for x in out.stdout.splitlines() if x.strip().startswith(label)), None)
+        line = next((x.strip() for x in out.stdout.splitlines() if x.strip().startswith(label)), None)
         assert line is not None, f"no {label!r} line in:\n{out.stdout}"
-        return [int(v) for v in re.findall(r"\d+", line[len(label) + 2 :])]
+        return [int(v) for v in re.findall(r"\d+", line[len(label) :])]
 
     produced = numbers("orders produced")  # DC1 n + 200 (the outage), DC2 n // 2
     assert produced == [1, n + 200, 2, n // 2], out.stdout
