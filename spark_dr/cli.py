@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,7 @@ def export_main(args: argparse.Namespace) -> int:
 def reconcile_main(args: argparse.Namespace, spark: Any = None) -> int:
     from .plan import build_plan, write_plan
     from .pushgateway import write_and_push
-    from .reconcile import Options, reconcile
+    from .reconcile import Options, export_sides, reconcile
     from .report import console_summary, write_reports
     from .session import spark_session
 
@@ -74,10 +75,15 @@ def reconcile_main(args: argparse.Namespace, spark: Any = None) -> int:
     opts.plan_limit = args.plan_limit
     if not args.no_export:
         opts.export_dir = Path(args.out) / "parquet"
-    if spark is None:
-        say(f"starting Spark ({args.master or 'from spark-submit'})")
-        spark = spark_session(args.master, args.shuffle_partitions)
-    result = reconcile(spark, Path(args.dc1), Path(args.dc2), opts)
+    inputs = [Path(args.dc1), Path(args.dc2)]
+    # journals are exported (in processes of their own) while Spark starts
+    with ThreadPoolExecutor(1) as pool:
+        exporting = pool.submit(export_sides, inputs, opts)
+        if spark is None:
+            say(f"starting Spark ({args.master or 'from spark-submit'})")
+            spark = spark_session(args.master, args.shuffle_partitions)
+        exports = exporting.result()
+    result = reconcile(spark, inputs[0], inputs[1], opts, exports)
     paths = write_reports(result, Path(args.out))
     if args.plan:
         write_plan(build_plan(result), Path(args.plan))

@@ -85,8 +85,10 @@ def _read_parquet(spark: SparkSession, path: Path) -> DataFrame:
     return spark.read.option("parquet.filter.dictionary.enabled", "false").parquet(str(path))
 
 
-def _export(paths: list[Path], opts: Options) -> list[Path | None]:
-    """The Parquet export of each side given as a journal directory (None for the others), made now."""
+def export_sides(paths: list[Path], opts: Options) -> list[Path | None]:
+    """The Parquet export of each side given as a journal directory (None for the others), made now
+    into ``opts.export_dir`` (nothing when it is None). Needs no Spark: a caller may start its session
+    meanwhile and hand the result to ``reconcile``."""
     if opts.export_dir is None:
         return [None] * len(paths)
     jobs = {
@@ -103,15 +105,23 @@ def _export(paths: list[Path], opts: Options) -> list[Path | None]:
     return [jobs[i][1] if i in jobs else None for i in range(len(paths))]
 
 
-def reconcile(spark: SparkSession, path1: Path, path2: Path, opts: Options | None = None) -> dict[str, Any]:
+def reconcile(
+    spark: SparkSession,
+    path1: Path,
+    path2: Path,
+    opts: Options | None = None,
+    exports: list[Path | None] | None = None,
+) -> dict[str, Any]:
     """Data-diff reconciliation (``ranges``): one pass per side for range checksums, dedup marks,
     store-and-forward checksums and the side's extent, then an exact classification of what differs
     (a filtered second read), collected in one job; the summary, window and timeline are folded on the
-    driver from what that job returns."""
+    driver from what that job returns. ``exports``: what ``export_sides`` returned, when the caller
+    exported the journals itself (by default they are exported here)."""
     opts = opts or Options()
     started = time.monotonic()
     say = opts.progress
-    exports = _export([Path(path1), Path(path2)], opts)
+    if exports is None:
+        exports = export_sides([Path(path1), Path(path2)], opts)
     with ThreadPoolExecutor(2) as pool:  # each side's schema and node id: small jobs, run together
         sides = list(pool.map(load_side, [spark, spark], opts.names, [path1, path2], exports))
     records = [s.records for s in sides if s.records is not None]
