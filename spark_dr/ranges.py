@@ -55,6 +55,11 @@ def _one_of(sql: str, values: Iterable[int]) -> Column:
     return F.expr(f"{sql} IN ({listed})") if listed else F.lit(False)
 
 
+def _local_bucket_sql(ids_per_range: int) -> str:
+    """The local message id bucket of a row (pass 1 records which buckets hold a differing range)."""
+    return f"floor(message_id / {ids_per_range})"
+
+
 def _halves(h: Column) -> tuple[Column, Column]:
     return F.shiftrightunsigned(h, 32), h.bitwiseAND(F.lit(_MASK))
 
@@ -188,7 +193,8 @@ def range_sums(sides: list[tuple[DataFrame, str]], ids_per_range: int) -> DataFr
     )
 
 
-_PASS1_COLUMNS = [
+# the columns both passes read: a reference's identity, place, outcome and content
+_REFERENCE_COLUMNS = [
     "event",
     "message_id",
     "identity_broker",
@@ -200,9 +206,10 @@ _PASS1_COLUMNS = [
     "via_mirror",
     "timestamp_ms",
     "digest",
-    "meta_key",
-    "meta_value",
 ]
+_PASS1_COLUMNS = [*_REFERENCE_COLUMNS, "meta_key", "meta_value"]  # and the dedup marks
+# and what a repair and the report need of a reference
+PASS2_COLUMNS = ["node_id", *_REFERENCE_COLUMNS, "size", "segment", "offset", "repaired"]
 
 
 # Message id intervals pushed down to the reader, per scan: Spark evaluates the pushed condition
@@ -211,24 +218,6 @@ _PASS1_COLUMNS = [
 # read 8x slower at 10 M. So the intervals go down in chunks, one scan each, the scans unioned.
 PUSHED_INTERVALS = 32
 MAX_SCANS = 8  # past PUSHED_INTERVALS * MAX_SCANS intervals, the closest ones are merged
-PASS2_COLUMNS = [
-    "node_id",
-    "event",
-    "message_id",
-    "identity_broker",
-    "identity_id",
-    "address",
-    "queue",
-    "queues",
-    "ack_reason",
-    "via_mirror",
-    "timestamp_ms",
-    "digest",
-    "size",
-    "segment",
-    "offset",
-    "repaired",
-]
 
 
 def narrowed(
@@ -246,15 +235,13 @@ def narrowed(
     if not intervals:
         return records.filter(F.lit(False))
     if not pushdown:
-        return records.filter(_one_of(f"floor(message_id / {ids_per_range})", sorted(local_buckets)))
+        return records.filter(_one_of(_local_bucket_sql(ids_per_range), sorted(local_buckets)))
     parts = []
     for k in range(0, len(intervals), PUSHED_INTERVALS):
         chunk = intervals[k : k + PUSHED_INTERVALS]
         buckets = sorted(b for b in local_buckets if any(lo <= b * ids_per_range < hi for lo, hi in chunk))
         pushed = " OR ".join(f"(message_id >= {lo} AND message_id < {hi})" for lo, hi in chunk)
-        parts.append(
-            records.filter(_one_of(f"floor(message_id / {ids_per_range})", buckets) & F.expr(pushed))
-        )
+        parts.append(records.filter(_one_of(_local_bucket_sql(ids_per_range), buckets) & F.expr(pushed)))
     return reduce(DataFrame.unionByName, parts)
 
 
@@ -309,7 +296,7 @@ def _bucket_test(buckets: list[tuple[str, int]], ids_per_range: int, queue: str 
     by_queue: dict[str, set[int]] = {}
     for name, bucket in buckets:
         by_queue.setdefault(name, set()).add(bucket)
-    local = f"floor(message_id / {ids_per_range})"
+    local = _local_bucket_sql(ids_per_range)
     wanted = [(F.col(queue) == name) & _one_of(local, sorted(b)) for name, b in sorted(by_queue.items())]
     return reduce(operator.or_, wanted, F.lit(False))
 
