@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 
@@ -11,6 +13,11 @@ def spark_session(
     """Create (or reuse) a session; ``master=None`` leaves it to spark-submit."""
     from pyspark.sql import SparkSession
 
+    if master and master.startswith("local"):
+        # local Python workers (our data source, Arrow batches) must run the driver's interpreter, which
+        # has our packages: left alone, Spark starts whatever `python3` is first on PATH. A cluster's
+        # executors are told by PYSPARK_PYTHON, as usual.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app)
     if master:
         builder = builder.master(master)
