@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from . import pass2_local as L
 from . import ranges as R
 from . import transforms as T
 from .datasource import FORMAT
@@ -38,7 +39,9 @@ class Side:
     path: Path
     node_id: str = ""
     records: DataFrame | None = None
-    parquet: bool = True  # read from Parquet (filters skip row groups), not through the data source
+    # the Parquet export the records are read from (filters skip its row groups; the driver may read
+    # pass 2's few row groups itself); None: read through the journal data source
+    parquet: Path | None = None
 
 
 @dataclass
@@ -53,6 +56,8 @@ class Options:
     # processes; pass 2 then skips row groups); None reads them through the Spark data source, twice
     # (pass 1 and pass 2), in the executors. Needs to be storage the executors see.
     export_dir: Path | None = None
+    # pass 2 classified on the driver when its input is small enough (``pass2_local``), else on Spark
+    local_pass2: bool = True
 
 
 def is_journal(path: Path) -> bool:
@@ -72,12 +77,15 @@ def load_side(spark: SparkSession, name: str, path: Path, parquet: Path | None =
             records = spark.read.format(FORMAT).load(str(directory))
         else:
             records = _read_parquet(spark, parquet)
-        return Side(name, directory, read_node_id(directory), records, parquet is not None)
+        return Side(name, directory, read_node_id(directory), records, parquet)
     records = _read_parquet(spark, path)
-    node = records.select("node_id").filter(F.col("node_id").isNotNull()).limit(1).collect()
-    if not node:
-        raise ValueError(f"{path}: no records")
-    return Side(name, path, str(node[0][0]), records)
+    node = L.footer_node_id(path)  # no Spark job: the footers' statistics
+    if node is None:
+        found = records.select("node_id").filter(F.col("node_id").isNotNull()).limit(1).collect()
+        if not found:
+            raise ValueError(f"{path}: no records")
+        node = str(found[0][0])
+    return Side(name, path, node, records, path)
 
 
 def _read_parquet(spark: SparkSession, path: Path) -> DataFrame:
@@ -130,8 +138,21 @@ def reconcile(
     marks = diff.marks
     say(f"dedup marks: {opts.names[0]} {marks[0]}, {opts.names[1]} {marks[1]}")
     say(f"{diff.differing} of {diff.ranges} identity ranges differ: classifying them")
+    local = None if diff.everything else _local_candidates(sides, diff, opts)
     if diff.everything:  # every reference classified: the session's own settings
         diverged, in_sync, gap = _collect(_pass2_job(sides, records, diff, None, opts), opts.plan_limit)
+    elif local is not None:
+        say(f"pass 2 on the driver: {sum(c.rows for c in local)} records in the candidate row groups")
+        rids = set(diff.rids)
+        diverged, in_sync, gap = L.pass2(
+            [c.read(rids, set(snf)) for c, snf in zip(local, diff.snf, strict=True)],
+            nodes=[s.node_id for s in sides],
+            marks=diff.marks,
+            names=opts.names,
+            plan_limit=opts.plan_limit,
+        )
+        if len(diverged) > opts.plan_limit:
+            raise RuntimeError(f"more than {opts.plan_limit} diverged references: raise --plan-limit")
     else:
         with _session_conf(spark, _PASS2_CONF):
             narrow = _narrow(sides, records, diff, opts)
@@ -190,6 +211,19 @@ def _partitions(spark: SparkSession, rows: int) -> int:
     return max(1, min(int(spark.conf.get(_PARTITIONS) or 1), rows // _ROWS_PER_PARTITION))
 
 
+def _local_candidates(sides: list[Side], diff: RangeDiff, opts: Options) -> list[L.Candidates] | None:
+    """Pass 2's row groups of each side, when the driver is to read and classify them itself: both
+    sides Parquet, the ``xxhash`` package present, at most ``pass2_local.MAX_ROWS`` rows in all."""
+    if not opts.local_pass2 or not L.available() or any(s.parquet is None for s in sides):
+        return None
+    candidates = []
+    for i, side in enumerate(sides):
+        assert side.parquet is not None
+        buckets = diff.local[i] | {b for _, b in diff.snf[i]}
+        candidates.append(L.Candidates(side.parquet, buckets, opts.ids_per_range))
+    return candidates if sum(c.rows for c in candidates) <= L.MAX_ROWS else None
+
+
 def _narrow(sides: list[Side], records: list[DataFrame], diff: RangeDiff, opts: Options) -> list[DataFrame]:
     """Pass 2's input: per side, the records the differing ranges and the store-and-forward gap need,
     cached as one partition."""
@@ -197,7 +231,12 @@ def _narrow(sides: list[Side], records: list[DataFrame], diff: RangeDiff, opts: 
     for i, (side, r) in enumerate(zip(sides, records, strict=True)):
         buckets = diff.local[i] | {b for _, b in diff.snf[i]}
         rows = R.pass2_rows(
-            r.select(*R.PASS2_COLUMNS), buckets, diff.rids, diff.snf[i], opts.ids_per_range, side.parquet
+            r.select(*R.PASS2_COLUMNS),
+            buckets,
+            diff.rids,
+            diff.snf[i],
+            opts.ids_per_range,
+            side.parquet is not None,
         )
         narrow.append(rows.coalesce(1).cache())
     return narrow

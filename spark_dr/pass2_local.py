@@ -1,0 +1,403 @@
+"""Pass 2 on the driver: the differing ranges classified in plain Python when their records are few.
+
+After pass 1 the references left to classify usually sit in a few local id buckets of each side (a
+few percent of the records, or less). Spark's cost for those is fixed, not per row: planning a dozen
+joins, scheduling their stages, a cached read; on a 1 M-message pair that was more than the
+classification of every reference. So when both sides are Parquet files the driver can read, and the
+row groups whose message id statistics overlap those buckets hold at most ``MAX_ROWS`` rows, the
+driver reads just those row groups with Arrow and classifies them here; otherwise (the journal data
+source, or a large divergence) pass 2 stays a Spark job.
+
+The rules are those of the Spark transforms, SQL's null semantics included: ``transforms.side_state``
+with the ``ranges.in_ranges`` pick, ``transforms.classify``, ``transforms.unmirrored`` with the
+``ranges.in_buckets`` pick, and ``reconcile._pass2_job``'s outputs. A range id is Spark's
+``xxhash64`` (XXH64, seed 42, chained over the columns; a long hashed as its 8 little-endian bytes,
+a null skipped), computed with the ``xxhash`` package. ``tests/spark_dr/test_pass2_local.py`` runs
+both paths on the same inputs and requires the same answer.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .identity import MIRROR_PREFIX
+from .ranges import PASS2_COLUMNS, id_intervals
+from .transforms import ACK_NORMAL
+
+MAX_ROWS = 2_000_000  # of both sides' candidate row groups; past it, pass 2 runs on Spark
+_SEED = 42
+_LONG = struct.Struct("<q")
+
+Row = dict[str, Any]
+
+
+def available() -> bool:
+    try:
+        import xxhash  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def parquet_files(path: Path) -> list[Path]:
+    """The Parquet files of an export: the file itself, or a directory's part files."""
+    path = Path(path)
+    if path.is_file():
+        return [path]
+    return sorted(p for p in path.glob("*.parquet") if p.is_file())
+
+
+def footer_node_id(path: Path) -> str | None:
+    """The node id of a side's Parquet export, from its footers' statistics (every row of a journal
+    has the same node id); None when no row group has them."""
+    import pyarrow.parquet as pq
+
+    for f in parquet_files(path):
+        meta = pq.ParquetFile(f).metadata
+        column = meta.schema.names.index("node_id") if "node_id" in meta.schema.names else -1
+        if column < 0:
+            return None
+        for g in range(meta.num_row_groups):
+            stats = meta.row_group(g).column(column).statistics
+            if stats is not None and stats.has_min_max:
+                return str(stats.min)
+    return None
+
+
+class Candidates:
+    """The row groups of one side whose message id statistics overlap the given local id buckets."""
+
+    def __init__(self, path: Path, buckets: set[int], ids_per_range: int) -> None:
+        import pyarrow.parquet as pq
+
+        self.buckets, self.ids = buckets, ids_per_range
+        intervals = id_intervals(buckets, ids_per_range)
+        self.groups: list[tuple[Path, list[int]]] = []
+        self.rows = 0
+        for f in parquet_files(path):
+            meta = pq.ParquetFile(f).metadata
+            column = meta.schema.names.index("message_id")
+            picked = []
+            for g in range(meta.num_row_groups):
+                group = meta.row_group(g)
+                stats = group.column(column).statistics
+                if stats is not None and stats.has_min_max:
+                    low, high = stats.min, stats.max
+                    if not any(lo <= high and low < hi for lo, hi in intervals):
+                        continue
+                elif stats is not None and stats.null_count == group.num_rows:
+                    continue  # no message id at all: in no bucket
+                picked.append(g)
+                self.rows += group.num_rows
+            if picked:
+                self.groups.append((f, picked))
+
+    def read(self, rids: set[int], snf: set[tuple[str, int]]) -> tuple[list[Row], list[Row]]:
+        """The references pass 2 looks at, as ``ranges.pass2_rows`` and the picks select them: client
+        sends (one row per queue, ``queue`` naming it) and acks whose range is one of ``rids``, and the
+        store-and-forward sends and acks of the ``snf`` (queue, local id bucket) pairs. Filtered in
+        Arrow; only what is kept becomes Python rows."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        ids = self.ids
+        wanted = pa.array(sorted(self.buckets), pa.float64())
+        parts = []
+        for f, groups in self.groups:
+            table = pq.ParquetFile(f).read_row_groups(groups, columns=PASS2_COLUMNS)
+            local = pc.floor(pc.divide(pc.cast(table["message_id"], pa.float64()), float(ids)))
+            parts.append(table.filter(pc.fill_null(pc.is_in(local, value_set=wanted), False)))
+        if not parts:
+            return [], []
+        table = pa.concat_tables(parts)
+        sends = table.filter(pc.equal(table["event"], "send"))
+        split = sends.take(pc.list_parent_indices(sends["queues"])).drop_columns(["queues", "queue"])
+        split = split.append_column("queue", pc.list_flatten(sends["queues"]))
+        acks = table.filter(pc.equal(table["event"], "ack")).drop_columns(["queues"])
+        refs = pa.concat_tables([split, acks.select(split.column_names)])
+
+        client, store = _picks(refs, rids, snf, ids)
+        return refs.filter(client).to_pylist(), refs.filter(store).to_pylist()
+
+
+def _picks(refs: Any, rids: set[int], snf: set[tuple[str, int]], ids: int) -> tuple[Any, Any]:
+    """Which rows of ``refs`` are client references (or acks) in one of ``rids``, and which are
+    store-and-forward ones in one of the ``snf`` pairs: two boolean arrays, computed in Arrow. A range
+    id is hashed once per distinct (broker, queue, id bucket), found through an injective string key
+    (``len(broker):broker:queue:bucket``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    def bucket_of(values: Any) -> Any:
+        if ids <= 1:
+            return values
+        return pc.cast(pc.floor(pc.divide(pc.cast(values, pa.float64()), float(ids))), pa.int64())
+
+    def text(values: Any) -> Any:
+        return pc.cast(values, pa.string())
+
+    queue, event = refs["queue"], refs["event"]
+    internal_q = pc.fill_null(pc.starts_with(queue, MIRROR_PREFIX), False)
+    internal_a = pc.fill_null(pc.starts_with(refs["address"], MIRROR_PREFIX), False)
+    # transforms.message_refs drops a client queue's reference to a message on an internal address
+    dropped = pc.and_(pc.and_(pc.equal(event, "send"), internal_a), pc.invert(internal_q))
+    has_queue = pc.is_valid(queue)
+    client = pc.and_(pc.and_(has_queue, pc.invert(internal_q)), pc.invert(dropped))
+    store = pc.and_(has_queue, internal_q)
+
+    local = text(bucket_of(refs["message_id"]))
+    wanted = pa.array(sorted(f"{q}:{b}" for q, b in snf), pa.string())
+    store = pc.and_(
+        store, pc.fill_null(pc.is_in(pc.binary_join_element_wise(queue, local, ":"), wanted), False)
+    )
+
+    # an orphan ack is keyed by its local name (transforms.identified_acks)
+    broker, ident = refs["identity_broker"], refs["identity_id"]
+    orphan = pc.and_(pc.equal(event, "ack"), pc.or_(pc.is_null(broker), pc.is_null(ident)))
+    broker = pc.coalesce(pc.if_else(orphan, refs["node_id"], broker), "")
+    ident = pc.if_else(orphan, refs["message_id"], ident)
+    key = pc.binary_join_element_wise(
+        text(pc.utf8_length(broker)),
+        broker,
+        pc.coalesce(queue, ""),
+        pc.coalesce(text(bucket_of(ident)), ""),
+        ":",
+    )
+    encoded = pc.dictionary_encode(key).combine_chunks()
+    in_rids = []
+    for k in encoded.dictionary.to_pylist():
+        length, rest = k.split(":", 1)
+        b, rest = rest[: int(length)], rest[int(length) + 1 :]
+        q, bucket = rest.rsplit(":", 1)
+        in_rids.append(_range_id_of_bucket(b, q, int(bucket) if bucket else None) in rids)
+    client = pc.and_(client, pc.take(pa.array(in_rids, pa.bool_()), encoded.indices))
+    return client, store
+
+
+def range_id(broker: str | None, queue: str | None, ident: int | None, ids_per_range: int) -> int:
+    """``ranges.range_id``: Spark's ``xxhash64(coalesce(broker, ''), coalesce(queue, ''), bucket)``,
+    the bucket being ``floor(ident / ids_per_range)`` (of a double division, as Spark computes it)."""
+    if ident is not None and ids_per_range > 1:
+        ident = math.floor(float(ident) / ids_per_range)
+    return _range_id_of_bucket(broker, queue, ident)
+
+
+def _range_id_of_bucket(broker: str | None, queue: str | None, bucket: int | None) -> int:
+    from xxhash import xxh64_intdigest
+
+    h = xxh64_intdigest((broker or "").encode(), _SEED)
+    h = xxh64_intdigest((queue or "").encode(), h)
+    if bucket is not None:  # Spark's xxhash64 skips a null
+        h = xxh64_intdigest(_LONG.pack(bucket), h)
+    return h - (1 << 64) if h >= 1 << 63 else h
+
+
+def _internal(name: str | None) -> bool:
+    return name is not None and name.startswith(MIRROR_PREFIX)
+
+
+# ------------------------------------------------------------------------------- one side
+
+
+def side_state(refs: list[Row]) -> list[Row]:
+    """``transforms.side_state`` of one side's client references (sends split per queue, and acks)."""
+    sends = [r for r in refs if r["event"] == "send"]
+    acks = []
+    for r in refs:
+        if r["event"] != "ack":
+            continue
+        known = r["identity_broker"] is not None and r["identity_id"] is not None
+        acks.append(
+            {
+                "identity_broker": r["identity_broker"] if known else r["node_id"],
+                "identity_id": r["identity_id"] if known else r["message_id"],
+                "queue": r["queue"],
+                "ack_address": r["address"],
+                "ack_reason": r["ack_reason"],
+                "ack_via_mirror": r["via_mirror"],
+                "acked_ms": r["timestamp_ms"],
+                "ack_message_id": r["message_id"],
+            }
+        )
+    out = []
+    for ref, settled in full_outer(sends, acks, _key):
+        reason = settled["ack_reason"] if settled else None
+        via = settled["ack_via_mirror"] if settled else None
+        status = "orphan_ack" if ref is None else "live" if reason is None else "acked"
+        any_ = ref or settled
+        assert any_ is not None
+        out.append(
+            {
+                "identity_broker": any_["identity_broker"],
+                "identity_id": any_["identity_id"],
+                "queue": any_["queue"],
+                "address": _first(ref and ref["address"], settled and settled["ack_address"]),
+                "status": status,
+                "consumed": reason == ACK_NORMAL and not via,
+                "ack_reason": reason,
+                "ack_via_mirror": via,
+                "digest": ref and ref["digest"],
+                "size": ref and ref["size"],
+                "sent_ms": ref and ref["timestamp_ms"],
+                "acked_ms": settled and settled["acked_ms"],
+                "segment": ref and ref["segment"],
+                "offset": ref and ref["offset"],
+                "message_id": _first(ref and ref["message_id"], settled and settled["ack_message_id"]),
+                "repaired": ref and ref["repaired"],
+            }
+        )
+    return out
+
+
+def unmirrored(refs: list[Row]) -> dict[str, Any]:
+    """``transforms.unmirrored`` of one side's store-and-forward references, as ``reconcile._collect``
+    keeps it: kind -> count and oldest time of the references no ack names."""
+    acked = {(r["message_id"], r["queue"]) for r in refs if r["event"] == "ack"}
+    gap: dict[str, dict[str, Any]] = {}
+    for r in refs:
+        mid = r["message_id"]
+        if r["event"] != "send" or (mid is not None and (mid, r["queue"]) in acked):
+            continue
+        g = gap.setdefault("event" if _internal(r["address"]) else "message", {"count": 0, "oldest_ms": None})
+        g["count"] += 1
+        g["oldest_ms"] = _least(g["oldest_ms"], r["timestamp_ms"])
+    return gap
+
+
+# ------------------------------------------------------------------------------- both sides
+
+
+def classify(
+    dc1: list[Row],
+    dc2: list[Row],
+    *,
+    node1: str,
+    node2: str,
+    marks1: dict[str, int],
+    marks2: dict[str, int],
+    names: tuple[str, str],
+) -> list[Row]:
+    """``transforms.classify`` of two ``side_state`` results."""
+    out = []
+    for a, b in full_outer(dc1, dc2, _key):
+        any_ = a or b
+        assert any_ is not None
+        broker, ident = any_["identity_broker"], any_["identity_id"]
+        s1 = a["status"] if a else _missing(broker, ident, node1, marks1)
+        s2 = b["status"] if b else _missing(broker, ident, node2, marks2)
+        cls, side = _class(a, b, s1, s2, names)
+        times = [r[c] for r in (a, b) if r for c in ("sent_ms", "acked_ms") if r[c] is not None]
+        row = {
+            "identity_broker": broker,
+            "identity_id": ident,
+            "queue": any_["queue"],
+            "address": _first(a and a["address"], b and b["address"]),
+            "class": cls,
+            "side": side,
+            "dc1_status": s1,
+            "dc2_status": s2,
+            "first_ms": min(times) if times else None,
+            "last_ms": max(times) if times else None,
+        }
+        for prefix, r in (("dc1", a), ("dc2", b)):
+            for c in _CARRIED:
+                row[f"{prefix}_{c}"] = r[c] if r else None
+        out.append(row)
+    return out
+
+
+_CARRIED = ["consumed", "ack_reason", "digest", "size", "segment", "offset", "message_id", "repaired"]
+
+
+def _missing(broker: str | None, ident: int | None, node: str, marks: dict[str, int]) -> str:
+    """A side with no record of the reference: ``gone`` when it certainly had it, else ``absent``."""
+    mark = marks.get(broker) if broker is not None else None
+    had_it = (broker is not None and broker == node) or (
+        ident is not None and mark is not None and ident <= mark
+    )
+    return "gone" if had_it else "absent"
+
+
+def _class(a: Row | None, b: Row | None, s1: str, s2: str, names: tuple[str, str]) -> tuple[str, str | None]:
+    holds = ("live", "acked")
+    settled = ("acked", "gone")
+    if s1 == "orphan_ack" or s2 == "orphan_ack":
+        return "orphan_ack", names[0] if s1 == "orphan_ack" else names[1]
+    digests = (a and a["digest"], b and b["digest"])
+    if s1 in holds and s2 in holds and None not in digests and digests[0] != digests[1]:
+        return "payload_differs", None
+    if s1 == "acked" and s2 == "acked" and a and b and a["consumed"] and b["consumed"]:
+        return "consumed_both", None
+    if (s1 == "live" and s2 in settled) or (s2 == "live" and s1 in settled):
+        return "acked_one_side", names[1] if s1 == "live" else names[0]
+    if (s1 == "live" and s2 == "absent") or (s2 == "live" and s1 == "absent"):
+        return "one_side_only", names[0] if s1 == "live" else names[1]
+    return "in_sync", None
+
+
+def pass2(
+    sides: list[tuple[list[Row], list[Row]]],
+    *,
+    nodes: list[str],
+    marks: list[dict[str, int]],
+    names: tuple[str, str],
+    plan_limit: int,
+) -> tuple[list[Row], list[Row], list[dict[str, Any]]]:
+    """What ``reconcile._collect`` returns for pass 2's Spark job, from each side's ``Candidates.read``:
+    the diverged references (at most ``plan_limit + 1``), the in-sync counts per address, each side's
+    recovery-point gap."""
+    states = [side_state(client) for client, _ in sides]
+    classified = classify(
+        *states, node1=nodes[0], node2=nodes[1], marks1=marks[0], marks2=marks[1], names=names
+    )
+    diverged = [r for r in classified if r["class"] != "in_sync"][: plan_limit + 1]
+    in_sync = Counter(r["address"] for r in classified if r["class"] == "in_sync")
+    gap = [unmirrored(store) for _, store in sides]
+    return diverged, [{"address": a, "count": n} for a, n in in_sync.items()], gap
+
+
+# ------------------------------------------------------------------------------- helpers
+
+
+def _key(r: Row) -> tuple[Any, Any, Any]:
+    return r["identity_broker"], r["identity_id"], r["queue"]
+
+
+def full_outer(
+    left: list[Row], right: list[Row], key: Callable[[Row], tuple[Any, ...]]
+) -> list[tuple[Row | None, Row | None]]:
+    """SQL's full outer equi-join: every matching pair, and each unmatched row alone; a key with a null
+    part matches nothing."""
+    index: dict[tuple[Any, ...], list[int]] = defaultdict(list)
+    for n, r in enumerate(right):
+        k = key(r)
+        if None not in k:
+            index[k].append(n)
+    matched = [False] * len(right)
+    out: list[tuple[Row | None, Row | None]] = []
+    for lrow in left:
+        k = key(lrow)
+        hits = index.get(k) if None not in k else None
+        if not hits:
+            out.append((lrow, None))
+            continue
+        for n in hits:
+            matched[n] = True
+            out.append((lrow, right[n]))
+    out.extend((None, r) for r, m in zip(right, matched, strict=True) if not m)
+    return out
+
+
+def _first(*values: Any) -> Any:
+    """SQL's coalesce."""
+    return next((v for v in values if v is not None), None)
+
+
+def _least(a: Any, b: Any) -> Any:
+    return b if a is None else a if b is None else min(a, b)

@@ -1,0 +1,173 @@
+"""Pass 2 on the driver (``spark_dr.pass2_local``) gives exactly the Spark job's answer.
+
+Both paths run on the same Parquet inputs: hand-made pairs and random ones (multicast references,
+store-and-forward references and control events, acks of every reason, mirrored or local, orphans,
+payload differences, dedup marks), with small identity ranges so that equal and differing ranges mix.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spark_dr.rows import COLUMN_NAMES
+from tests.spark_dr.test_dr_transforms import N1, N2, SNF, ack, frame, rec, send
+
+if importlib.util.find_spec("xxhash") is None:
+    why = "the driver-side pass 2 needs the xxhash package (the test extra)"
+    if os.environ.get("CI", "").lower() == "true":
+        raise RuntimeError(f"CI=true: {why}")
+    pytest.skip(why, allow_module_level=True)
+
+EVENTS = "$ACTIVEMQ_ARTEMIS_MIRROR_DC2.events"  # an internal address: control events on the SNF queue
+
+
+def test_range_id_is_sparks(spark: Any) -> None:
+
+    from spark_dr import ranges
+    from spark_dr.pass2_local import range_id
+
+    rows = [
+        ("node-one", "q", 12345),
+        ("", "", 0),
+        (None, None, 7),
+        ("ünïcödé", "x" * 300, -5),
+        ("b", SNF, 2**45 + 3),
+        ("b", "q", None),
+    ]
+    df = spark.createDataFrame(rows, "b string, q string, i bigint")
+    for ids in (1, 4, 4096):
+        got = [r[0] for r in df.select(ranges.range_id("b", "q", "i", ids)).collect()]
+        assert got == [range_id(b, q, i, ids) for b, q, i in rows]
+
+
+def random_pair(seed: int) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], dict[str, int]]:
+    """DC1 sends, DC2 mirrors most of it; consumption, orphans and differences on both sides."""
+    rnd = random.Random(seed)
+    dc1: list[tuple[Any, ...]] = []
+    dc2: list[tuple[Any, ...]] = []
+    ts = iter(range(1000, 10**9, 7))
+    for i in range(1, 160):
+        queues = rnd.choice([["q"], ["r"], ["t.a", "t.b"]])
+        address = "t" if queues[0].startswith("t.") else queues[0]
+        snf = rnd.random() < 0.8
+        digest = f"d{i}"
+        dc1.append(
+            rec(N1, "send", message_id=i, identity_broker=N1, identity_id=i, address=address,
+                queues=[*queues, SNF] if snf else queues, digest=digest, size=10,
+                timestamp_ms=next(ts), via_mirror=False, repaired=False)
+        )  # fmt: skip
+        mirrored = snf and rnd.random() < 0.85
+        if snf and (mirrored or rnd.random() < 0.3):
+            dc1.append(ack(N1, i, SNF, ts=next(ts)))  # left the store-and-forward queue
+        if mirrored:
+            other = digest if rnd.random() < 0.97 else "changed"
+            dc2.append(
+                rec(N2, "send", message_id=1000 + i, identity_broker=N1, identity_id=i, address=address,
+                    queues=queues, digest=other, size=10, timestamp_ms=next(ts), via_mirror=True,
+                    repaired=False)
+            )  # fmt: skip
+        for q in queues:
+            roll = rnd.random()
+            if roll < 0.4:
+                reason = rnd.choice([0, 0, 0, 1, 2, 3])
+                dc1.append(ack(N1, i, q, reason=reason, ts=next(ts)))
+                if mirrored and rnd.random() < 0.8:
+                    dc2.append(ack(N2, 1000 + i, q, reason=reason, via_mirror=True, ts=next(ts)))
+            elif roll < 0.55 and mirrored:
+                dc2.append(ack(N2, 1000 + i, q, ts=next(ts)))  # consumed on DC2
+                if rnd.random() < 0.3:
+                    dc1.append(ack(N1, i, q, ts=next(ts)))  # ... and on DC1: delivered twice
+    for i in range(1, 12):  # DC2's own messages, some still on its store-and-forward queue
+        dc2.append(send(N2, 5000 + i, queue="q", ts=next(ts), queues=["q", SNF]))
+    for i in range(1, 6):  # control events waiting on DC1's store-and-forward queue, or acked
+        dc1.append(rec(N1, "send", message_id=3000 + i, address=EVENTS, queues=[SNF], size=5,
+                       timestamp_ms=next(ts), via_mirror=False, repaired=False))  # fmt: skip
+        if i % 2:
+            dc1.append(ack(N1, 3000 + i, SNF, ts=next(ts)))
+    # compaction took some settled messages out of DC1's journal: DC1 certainly had them (its own)
+    compacted = {i for i in range(1, 160) if i % 17 == 0}
+    dc1 = [r for r in dc1 if r[COLUMN_NAMES.index("message_id")] not in compacted]
+    dc1.append(ack(N1, 9999, "q", ts=next(ts)))  # orphans
+    dc2.append(ack(N2, 8888, "r", ts=next(ts)))
+    mark = rnd.randrange(100, 160)
+    dc2.append(rec(N2, "meta", meta_key=f"mirror.dedup.{N1}", meta_value=str(mark)))
+    return dc1, dc2, {"mark": mark}
+
+
+def both_ways(spark: Any, root: Path, dc1: list[Any], dc2: list[Any], ids: int) -> list[dict[str, Any]]:
+    from spark_dr.reconcile import Options, reconcile
+
+    paths = []
+    for name, rows in (("dc1", dc1), ("dc2", dc2)):
+        frame(spark, rows).repartition(2).write.parquet(str(root / name))
+        paths.append(root / name)
+    out = []
+    for local in (True, False):
+        said: list[str] = []
+        opts = Options(ids_per_range=ids, local_pass2=local, progress=said.append)
+        result = reconcile(spark, paths[0], paths[1], opts)
+        assert any("pass 2 on the driver" in s for s in said) == local, said
+        out.append(normalized(result))
+    return out
+
+
+def normalized(result: dict[str, Any]) -> dict[str, Any]:
+    """A result without its timings, its lists in a fixed order (Spark collects in any order)."""
+    r = {k: v for k, v in result.items() if k not in ("generated_at_ms", "seconds")}
+    for k in ("diverged", "by_address"):
+        r[k] = sorted(json.dumps(d, sort_keys=True) for d in r[k])
+    return r
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_pairs_classify_alike_on_the_driver_and_on_spark(
+    spark: Any, tmp_path: Path, seed: int
+) -> None:
+    dc1, dc2, _ = random_pair(seed)
+    local, distributed = both_ways(spark, tmp_path, dc1, dc2, ids=4)
+    assert local == distributed
+    classes = {k for k, n in local["counts"].items() if n}
+    assert {"in_sync", "one_side_only", "acked_one_side", "orphan_ack"} <= classes  # a real mix
+    assert any(d["dc1_status"] == "gone" for d in map(json.loads, local["diverged"]))
+    assert local["sides"]["DC1"]["unmirrored_events"] > 0
+
+
+def test_hand_made_pair_with_one_id_per_range(spark: Any, tmp_path: Path) -> None:
+    dc1 = [send(N1, 1), ack(N1, 1), send(N1, 2), send(N1, 3, digest="x"), ack(N1, 99)]
+    dc1 += [send(N1, 4, queues=["q", SNF]), ack(N1, 4, SNF), send(N1, 5, queues=["q", SNF])]
+    dc2 = [send(N2, 11, origin=(N1, 1)), ack(N2, 11, via_mirror=True), send(N2, 13, origin=(N1, 3))]
+    dc2 += [send(N2, 14, origin=(N1, 4)), ack(N2, 14), send(N2, 20)]
+    local, distributed = both_ways(spark, tmp_path, dc1, dc2, ids=1)
+    assert local == distributed
+    assert local["counts"]["payload_differs"] == 1 and local["counts"]["orphan_ack"] == 1
+
+
+def test_a_large_divergence_stays_on_spark(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``MAX_ROWS`` candidate rows the driver does not read them: pass 2 is a Spark job."""
+    from spark_dr import pass2_local
+    from spark_dr.reconcile import Options, reconcile
+
+    monkeypatch.setattr(pass2_local, "MAX_ROWS", 3)
+    dc1, dc2, _ = random_pair(7)
+    for name, rows in (("dc1", dc1), ("dc2", dc2)):
+        frame(spark, rows).write.parquet(str(tmp_path / name))
+    said: list[str] = []
+    reconcile(spark, tmp_path / "dc1", tmp_path / "dc2", Options(ids_per_range=4, progress=said.append))
+    assert not any("on the driver" in s for s in said)
+
+
+def test_node_id_from_the_footer(spark: Any, tmp_path: Path) -> None:
+    from spark_dr.pass2_local import footer_node_id
+
+    frame(spark, [send(N1, 1), send(N1, 2)]).write.parquet(str(tmp_path / "side"))
+    assert footer_node_id(tmp_path / "side") == N1
+    assert footer_node_id(tmp_path / "nothing") is None
