@@ -282,8 +282,10 @@ def classify(
     marks1: dict[str, int],
     marks2: dict[str, int],
     names: tuple[str, str],
+    in_sync: Counter[str | None] | None = None,
 ) -> list[Row]:
-    """``transforms.classify`` of two ``side_state`` results."""
+    """``transforms.classify`` of two ``side_state`` results. With ``in_sync``, the references in sync
+    are only counted there, per address, not returned."""
     out = []
     for a, b in full_outer(dc1, dc2, _key):
         any_ = a or b
@@ -292,12 +294,16 @@ def classify(
         s1 = a["status"] if a else _missing(broker, ident, node1, marks1)
         s2 = b["status"] if b else _missing(broker, ident, node2, marks2)
         cls, side = _class(a, b, s1, s2, names)
+        address = _first(a and a["address"], b and b["address"])
+        if in_sync is not None and cls == "in_sync":
+            in_sync[address] += 1
+            continue
         times = [r[c] for r in (a, b) if r for c in ("sent_ms", "acked_ms") if r[c] is not None]
         row = {
             "identity_broker": broker,
             "identity_id": ident,
             "queue": any_["queue"],
-            "address": _first(a and a["address"], b and b["address"]),
+            "address": address,
             "class": cls,
             "side": side,
             "dc1_status": s1,
@@ -353,11 +359,16 @@ def pass2(
     the diverged references (at most ``plan_limit + 1``), the in-sync counts per address, each side's
     recovery-point gap."""
     states = [side_state(client) for client, _ in sides]
-    classified = classify(
-        *states, node1=nodes[0], node2=nodes[1], marks1=marks[0], marks2=marks[1], names=names
-    )
-    diverged = [r for r in classified if r["class"] != "in_sync"][: plan_limit + 1]
-    in_sync = Counter(r["address"] for r in classified if r["class"] == "in_sync")
+    in_sync: Counter[str | None] = Counter()
+    diverged = classify(
+        *states,
+        node1=nodes[0],
+        node2=nodes[1],
+        marks1=marks[0],
+        marks2=marks[1],
+        names=names,
+        in_sync=in_sync,
+    )[: plan_limit + 1]
     gap = [unmirrored(store) for _, store in sides]
     return diverged, [{"address": a, "count": n} for a, n in in_sync.items()], gap
 
@@ -394,9 +405,9 @@ def full_outer(
     return out
 
 
-def _first(*values: Any) -> Any:
+def _first(a: Any, b: Any) -> Any:
     """SQL's coalesce."""
-    return next((v for v in values if v is not None), None)
+    return a if a is not None else b
 
 
 def _least(a: Any, b: Any) -> Any:
