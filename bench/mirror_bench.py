@@ -7,7 +7,11 @@
 2. mirror lag at a fixed rate: rhea sends to DC1, a rhea receiver on DC2 measures now - sent_at
    (end to end: DC1 journal, store-and-forward, link, DC2 journal, DC2 delivery) (floor p99 < 50 ms);
 3. catch-up: the mirror link is stopped, `--outage` messages are produced, the link is started again;
-   events drained per second as a ratio of the produce rate (floor 2x).
+   events drained per second as a ratio of the produce rate (floor 2x): the rate at which the
+   outage's messages were produced, as fast as one sender could;
+4. catch-up while traffic goes on: the same outage, then the link is started while a sender keeps
+   producing at `--rate`; events drained per second (backlog plus what arrived meanwhile) as a ratio
+   of that rate, and how long the backlog took to clear (what an operator waits for after an outage).
 Broker CPU per message is DC1's own accounting. Every broker is a separate process on loopback.
 """
 
@@ -64,6 +68,10 @@ def pending(b: BrokerProcess) -> int:
     return sum(int(s["pendingEvents"]) for s in request(b.url, "getMirrorStatus", [])["sources"])
 
 
+def accepted(b: BrokerProcess) -> int:
+    return sum(int(s["eventsAccepted"]) for s in request(b.url, "getMirrorStatus", [])["sources"])
+
+
 def median_range(values: list[float]) -> str:
     return f"{statistics.median(values):8.1f} ({min(values):.1f}-{max(values):.1f})"
 
@@ -118,6 +126,16 @@ def main() -> None:
             ratios = [catch_up(dc1, f"outage{i}", args.outage, args.size) for i in range(args.repeat)]
             print(f"catch-up after an outage of {args.outage} durable sends")
             print(f"  drain rate / produce rate {median_range(ratios)} x   (floor 2x)")
+
+            loaded = [
+                catch_up_under_load(dc1, f"loaded{i}", args.outage, args.size, args.rate)
+                for i in range(args.repeat)
+            ]
+            print(f"catch-up after {args.outage} durable sends, traffic going on at {args.rate:.0f} msgs/s")
+            print(
+                f"  drain rate / produce rate {median_range([x[0] for x in loaded])} x"
+                f"   backlog cleared in s {median_range([x[1] for x in loaded])}"
+            )
         finally:
             for b in (dc1, dc2, solo):
                 b.stop()
@@ -156,6 +174,29 @@ def catch_up(dc1: BrokerProcess, address: str, count: int, size: int) -> float:
     wait_until(lambda: pending(dc1) == 0, 600, "the backlog to drain")
     drain_s = time.monotonic() - t1
     return (backlog / drain_s) / (count / produce_s)
+
+
+def catch_up_under_load(
+    dc1: BrokerProcess, address: str, count: int, size: int, rate: float
+) -> tuple[float, float]:
+    """(events drained per second ÷ ``rate``, seconds until the backlog cleared) after an outage of
+    ``count`` sends, with a sender producing at ``rate`` from the moment the link is started again."""
+    request(dc1.url, "stopBrokerConnection", ["DC2"])
+    result = Rhea().send(dc1.url, address, count, size=size, durable=True)
+    assert result["accepted"] == count, result
+    backlog = pending(dc1)
+    # enough traffic to outlast any drain here; stopped once the backlog is gone
+    traffic = Rhea().start_send(dc1.url, address, int(rate * 120), size=size, durable=True, rate=rate)
+    wait_until(lambda: pending(dc1) > backlog, 30, "the sender to start")
+    before, t1 = accepted(dc1), time.monotonic()
+    request(dc1.url, "startBrokerConnection", ["DC2"])
+    # cleared: no more than about a tenth of a second's traffic waiting
+    wait_until(lambda: pending(dc1) <= max(10, rate / 10), 600, "the backlog to clear")
+    drained, drain_s = accepted(dc1) - before, time.monotonic() - t1
+    traffic.process.kill()
+    traffic.process.wait()
+    wait_until(lambda: pending(dc1) == 0, 120, "the last events to drain")
+    return drained / drain_s / rate, drain_s
 
 
 if __name__ == "__main__":
