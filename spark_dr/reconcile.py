@@ -122,9 +122,10 @@ def reconcile(
 ) -> dict[str, Any]:
     """Data-diff reconciliation (``ranges``): one pass per side for range checksums, dedup marks,
     store-and-forward checksums and the side's extent, then an exact classification of what differs
-    (a filtered second read), collected in one job; the summary, window and timeline are folded on the
-    driver from what that job returns. ``exports``: what ``export_sides`` returned, when the caller
-    exported the journals itself (by default they are exported here)."""
+    (a filtered second read), on the driver when it is small (``pass2_local``), else collected in one
+    Spark job; the summary, window and timeline are folded on the driver from what that returns.
+    ``exports``: what ``export_sides`` returned, when the caller exported the journals itself (by
+    default they are exported here)."""
     opts = opts or Options()
     started = time.monotonic()
     say = opts.progress
@@ -213,12 +214,14 @@ def _partitions(spark: SparkSession, rows: int) -> int:
 
 def _local_candidates(sides: list[Side], diff: RangeDiff, opts: Options) -> list[L.Candidates] | None:
     """Pass 2's row groups of each side, when the driver is to read and classify them itself: both
-    sides Parquet, the ``xxhash`` package present, at most ``pass2_local.MAX_ROWS`` rows in all."""
-    if not opts.local_pass2 or not L.available() or any(s.parquet is None for s in sides):
+    sides Parquet files on the driver's file system (not, say, a cluster's storage), the ``xxhash``
+    package present, at most ``pass2_local.MAX_ROWS`` rows in all."""
+    if not opts.local_pass2 or not L.available():
         return None
     candidates = []
     for i, side in enumerate(sides):
-        assert side.parquet is not None
+        if side.parquet is None or not L.parquet_files(side.parquet):
+            return None
         buckets = diff.local[i] | {b for _, b in diff.snf[i]}
         candidates.append(L.Candidates(side.parquet, buckets, opts.ids_per_range))
     return candidates if sum(c.rows for c in candidates) <= L.MAX_ROWS else None

@@ -149,20 +149,28 @@ def test_hand_made_pair_with_one_id_per_range(spark: Any, tmp_path: Path) -> Non
     assert local["counts"]["payload_differs"] == 1 and local["counts"]["orphan_ack"] == 1
 
 
-def test_a_large_divergence_stays_on_spark(
-    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("why", ["large", "remote"])
+def test_pass_2_stays_on_spark_past_the_row_limit_or_off_the_drivers_disk(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, why: str
 ) -> None:
-    """Past ``MAX_ROWS`` candidate rows the driver does not read them: pass 2 is a Spark job."""
+    """Past ``MAX_ROWS`` candidate rows, or when the driver cannot list the Parquet files (a cluster's
+    storage), pass 2 is a Spark job, with the same answer."""
     from spark_dr import pass2_local
     from spark_dr.reconcile import Options, reconcile
 
-    monkeypatch.setattr(pass2_local, "MAX_ROWS", 3)
     dc1, dc2, _ = random_pair(7)
     for name, rows in (("dc1", dc1), ("dc2", dc2)):
         frame(spark, rows).write.parquet(str(tmp_path / name))
+    paths = tmp_path / "dc1", tmp_path / "dc2"
+    want = normalized(reconcile(spark, *paths, Options(ids_per_range=4)))
+    if why == "large":
+        monkeypatch.setattr(pass2_local, "MAX_ROWS", 3)
+    else:
+        monkeypatch.setattr(pass2_local, "parquet_files", lambda path: [])
     said: list[str] = []
-    reconcile(spark, tmp_path / "dc1", tmp_path / "dc2", Options(ids_per_range=4, progress=said.append))
+    got = normalized(reconcile(spark, *paths, Options(ids_per_range=4, progress=said.append)))
     assert not any("on the driver" in s for s in said)
+    assert got == want
 
 
 def test_node_id_from_the_footer(spark: Any, tmp_path: Path) -> None:
