@@ -52,6 +52,14 @@ def parquet_files(path: Path) -> list[Path]:
     return sorted(p for p in path.glob("*.parquet") if p.is_file())
 
 
+def parquet_columns(path: Path) -> list[str]:
+    """The column names of an export's first file (none when the driver sees no file)."""
+    import pyarrow.parquet as pq
+
+    files = parquet_files(path)
+    return list(pq.read_schema(files[0]).names) if files else []
+
+
 def footer_node_id(path: Path) -> str | None:
     """The node id of a side's Parquet export, from its footers' statistics (every row of a journal
     has the same node id); None when no row group has them."""

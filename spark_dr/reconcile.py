@@ -27,7 +27,7 @@ from . import transforms as T
 from .datasource import FORMAT
 from .export import export_journals
 from .progress import Progress as ProgressLines
-from .rows import journal_dir, read_node_id
+from .rows import COLUMN_NAMES, SCHEMA_DDL, journal_dir, read_node_id
 
 Progress = Callable[[str], None]
 ACTIONABLE = ("one_side_only", "acked_one_side")
@@ -90,7 +90,10 @@ def load_side(spark: SparkSession, name: str, path: Path, parquet: Path | None =
 
 def _read_parquet(spark: SparkSession, path: Path) -> DataFrame:
     # statistics (min/max) skip row groups well; the dictionary filter costs more than it saves here
-    return spark.read.option("parquet.filter.dictionary.enabled", "false").parquet(str(path))
+    reader = spark.read.option("parquet.filter.dictionary.enabled", "false")
+    if set(COLUMN_NAMES) <= set(L.parquet_columns(path)):
+        reader = reader.schema(SCHEMA_DDL)  # our rows: Spark need not infer the schema from the footers
+    return reader.parquet(str(path))
 
 
 def export_sides(paths: list[Path], opts: Options) -> list[Path | None]:
