@@ -133,7 +133,7 @@ def reconcile_args(
         survivor="DC2", out=str(tmp / f"report-{tag}"), plan=str(tmp / f"plan-{tag}.json"), master=None,
         shuffle_partitions=2, plan_limit=1000, metrics_file=str(tmp / f"metrics-{tag}.prom"),
         pushgateway=None, no_export=no_export,
-        quiet=True,
+        quiet=False,  # progress on stderr: which path pass 2 took
     )  # fmt: skip
 
 
@@ -162,7 +162,9 @@ def test_reconcile_repair_reconcile_on_real_journals(
     assert expected["one_side_only", "DC1"] == 8 and expected["consumed_both", None] > 0
     assert first["sides"]["DC1"]["unmirrored_messages"] == 8  # c0..c7 never left DC1
     assert first["sides"]["DC1"]["recovery_point_gap_ms"] > 0
-    assert "survivor DC2: NEEDS REPAIR" in capsys.readouterr().out
+    said = capsys.readouterr()
+    assert "survivor DC2: NEEDS REPAIR" in said.out
+    assert "pass 2 on the driver" in said.err  # the exports are small: the driver classifies
     plan = json.loads((tmp_path / "plan-1.json").read_text())
     assert len(plan["resend"]) == 8 and len(plan["acks"]) == expected["acked_one_side", "DC1"]
     assert len(plan["duplicates_expected"]) == expected["consumed_both", None]
@@ -187,6 +189,7 @@ def test_reconcile_repair_reconcile_on_real_journals(
     # the journals read through the Spark data source this time
     assert reconcile_main(reconcile_args(tmp_path, dc1, dc2, "2", no_export=True), spark=spark) == 0
     assert not (tmp_path / "report-2" / "parquet").exists()
+    assert "on the driver" not in capsys.readouterr().err  # the data source: pass 2 on Spark
     second = json.loads((tmp_path / "report-2" / "reconciliation.json").read_text())
     assert second["survivor_in_sync"]
     after = counts_by_class_side(second)

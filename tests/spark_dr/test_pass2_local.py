@@ -47,7 +47,7 @@ def test_range_id_is_sparks(spark: Any) -> None:
         assert got == [range_id(b, q, i, ids) for b, q, i in rows]
 
 
-def random_pair(seed: int) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], dict[str, int]]:
+def random_pair(seed: int) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """DC1 sends, DC2 mirrors most of it; consumption, orphans and differences on both sides."""
     rnd = random.Random(seed)
     dc1: list[tuple[Any, ...]] = []
@@ -96,9 +96,8 @@ def random_pair(seed: int) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]
     dc1 = [r for r in dc1 if r[COLUMN_NAMES.index("message_id")] not in compacted]
     dc1.append(ack(N1, 9999, "q", ts=next(ts)))  # orphans
     dc2.append(ack(N2, 8888, "r", ts=next(ts)))
-    mark = rnd.randrange(100, 160)
-    dc2.append(rec(N2, "meta", meta_key=f"mirror.dedup.{N1}", meta_value=str(mark)))
-    return dc1, dc2, {"mark": mark}
+    dc2.append(rec(N2, "meta", meta_key=f"mirror.dedup.{N1}", meta_value=str(rnd.randrange(100, 160))))
+    return dc1, dc2
 
 
 def both_ways(spark: Any, root: Path, dc1: list[Any], dc2: list[Any], ids: int) -> list[dict[str, Any]]:
@@ -130,7 +129,7 @@ def normalized(result: dict[str, Any]) -> dict[str, Any]:
 def test_random_pairs_classify_alike_on_the_driver_and_on_spark(
     spark: Any, tmp_path: Path, seed: int
 ) -> None:
-    dc1, dc2, _ = random_pair(seed)
+    dc1, dc2 = random_pair(seed)
     local, distributed = both_ways(spark, tmp_path, dc1, dc2, ids=4)
     assert local == distributed
     classes = {k for k, n in local["counts"].items() if n}
@@ -158,7 +157,7 @@ def test_pass_2_stays_on_spark_past_the_row_limit_or_off_the_drivers_disk(
     from spark_dr import pass2_local
     from spark_dr.reconcile import Options, reconcile
 
-    dc1, dc2, _ = random_pair(7)
+    dc1, dc2 = random_pair(7)
     for name, rows in (("dc1", dc1), ("dc2", dc2)):
         frame(spark, rows).write.parquet(str(tmp_path / name))
     paths = tmp_path / "dc1", tmp_path / "dc2"
