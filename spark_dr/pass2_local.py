@@ -115,11 +115,11 @@ class Candidates:
         import pyarrow.parquet as pq
 
         ids = self.ids
-        wanted = pa.array(sorted(self.buckets), pa.float64())
+        wanted = pa.array(sorted(self.buckets), pa.int64())
         parts = []
         for f, groups in self.groups:
             table = pq.ParquetFile(f).read_row_groups(groups, columns=PASS2_COLUMNS)
-            local = pc.floor(pc.divide(pc.cast(table["message_id"], pa.float64()), float(ids)))
+            local = _bucket(table["message_id"], ids)
             parts.append(table.filter(pc.fill_null(pc.is_in(local, value_set=wanted), False)))
         if not parts:
             return [], []
@@ -142,11 +142,6 @@ def _picks(refs: Any, rids: set[int], snf: set[tuple[str, int]], ids: int) -> tu
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    def bucket_of(values: Any) -> Any:
-        if ids <= 1:
-            return values
-        return pc.cast(pc.floor(pc.divide(pc.cast(values, pa.float64()), float(ids))), pa.int64())
-
     def text(values: Any) -> Any:
         return pc.cast(values, pa.string())
 
@@ -159,7 +154,7 @@ def _picks(refs: Any, rids: set[int], snf: set[tuple[str, int]], ids: int) -> tu
     client = pc.and_(pc.and_(has_queue, pc.invert(internal_q)), pc.invert(dropped))
     store = pc.and_(has_queue, internal_q)
 
-    local = text(bucket_of(refs["message_id"]))
+    local = text(_bucket(refs["message_id"], ids))
     wanted = pa.array(sorted(f"{q}:{b}" for q, b in snf), pa.string())
     store = pc.and_(
         store, pc.fill_null(pc.is_in(pc.binary_join_element_wise(queue, local, ":"), wanted), False)
@@ -174,7 +169,7 @@ def _picks(refs: Any, rids: set[int], snf: set[tuple[str, int]], ids: int) -> tu
         text(pc.utf8_length(broker)),
         broker,
         pc.coalesce(queue, ""),
-        pc.coalesce(text(bucket_of(ident)), ""),
+        pc.coalesce(text(_bucket(ident, ids)), ""),
         ":",
     )
     encoded = pc.dictionary_encode(key).combine_chunks()
@@ -186,6 +181,16 @@ def _picks(refs: Any, rids: set[int], snf: set[tuple[str, int]], ids: int) -> tu
         in_rids.append(_range_id_of_bucket(b, q, int(bucket) if bucket else None) in rids)
     client = pc.and_(client, pc.take(pa.array(in_rids, pa.bool_()), encoded.indices))
     return client, store
+
+
+def _bucket(values: Any, ids: int) -> Any:
+    """An Arrow column of ids in buckets of ``ids``: Spark's ``floor(v / ids)`` (a double division)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if ids <= 1:
+        return values
+    return pc.cast(pc.floor(pc.divide(pc.cast(values, pa.float64()), float(ids))), pa.int64())
 
 
 def range_id(broker: str | None, queue: str | None, ident: int | None, ids_per_range: int) -> int:
