@@ -131,13 +131,20 @@ class MessageView:
     __slots__ = ("_expiry", "_props", "_sections", "header", "header_end", "header_start", "payload")
 
     def __init__(
-        self, payload: bytes, parts: list[tuple[int, int, int]] | None = None, expiry: int | None = None
+        self,
+        payload: bytes,
+        parts: list[tuple[int, int, int]] | None = None,
+        expiry: int | None = None,
+        header: tuple[Header, int] | None = None,
     ) -> None:
         self.payload = payload
         self._sections = parts  # `sections(payload)`, when the caller has them already
         self._expiry = expiry  # properties.absolute-expiry-time, when the caller read it already
         self._props: list[Any] | None = None
         self.header_start = 0
+        if header is not None:  # (header, where it ends), when the caller read it already
+            self.header, self.header_end = header
+            return
         # Fast path: a header, if present, is the first section and starts with 00 53 70.
         if payload[:3] == b"\x00\x53\x70":
             fast = _short_header(payload)
@@ -195,7 +202,9 @@ class MessageView:
 
     @property
     def absolute_expiry_time(self) -> int:
-        value = self._property(8) if self._expiry is None else self._expiry
+        value = self._expiry
+        if value is None:  # without the bytes of a properties section, there is no need to walk them
+            value = self._property(8) if self.payload.find(b"\x00\x53\x73") >= 0 else 0
         return int(value) if isinstance(value, int) and not isinstance(value, bool) else 0
 
     def with_header(self, header: Header) -> bytes:

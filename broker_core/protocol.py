@@ -146,6 +146,8 @@ class BrokerEndpoint:
         )
         self.consumers: dict[int, LinkConsumer] = {}  # by id(link)
         self.pending_accepts: dict[Session, list[int]] = {}
+        self._mirror_batch: list[tuple[Session, int]] | None = None  # mirror deliveries awaiting a batch
+        self._mirror_batch_at = -1  # the server's `flushes` when that batch was started
         self.manage_checked = False
         self.scram: ScramServer | None = None
         self.closed = False
@@ -533,7 +535,8 @@ class BrokerEndpoint:
         self, link: Link, ml: MirrorLink, delivery_id: int, settled: bool, payload: bytes
     ) -> None:
         session = link.session
-        durable = self.server.mirror_target.apply(ml.remote_id, payload)
+        srv = self.server
+        durable = srv.mirror_target.apply(ml.remote_id, payload)
         if link.credit <= ml.credit_low and not link.closed_locally:
             self.conn.flow(link, credit=ml.credit_window)
             # Out now, not at the end of this loop turn: one turn can apply thousands of deliveries,
@@ -541,9 +544,19 @@ class BrokerEndpoint:
             self.io.write_out()
         if settled:
             return
-        if durable:
-            self.server.after_durable(lambda: self._accept_later(session, delivery_id))
-        else:
+        if not durable:
+            self._accept_later(session, delivery_id)
+            return
+        # One callback accepts every mirror delivery of a journal batch, not a closure per delivery.
+        batch = self._mirror_batch
+        if batch is None or self._mirror_batch_at != srv.flushes:
+            batch = self._mirror_batch = []
+            self._mirror_batch_at = srv.flushes
+            srv.after_durable(lambda: self._accept_all(batch))
+        batch.append((session, delivery_id))
+
+    def _accept_all(self, deliveries: list[tuple[Session, int]]) -> None:
+        for session, delivery_id in deliveries:
             self._accept_later(session, delivery_id)
 
     def _management(self, view: MessageView) -> None:

@@ -98,10 +98,11 @@ class Server:
         self._pending_records: list[Any] = []
         self._pending_callbacks: list[Callable[[], None]] = []
         self._pending_enqueues: list[MessageRef] = []  # for after-durable queues, in journal order
-        self._pending_meta: dict[str, bytes] = {}
+        self._pending_meta: dict[str, bytes | Callable[[], bytes]] = {}
         self._settings_cache: dict[str, AddressSettings] = {}
         self._flush_scheduler: Callable[[], None] | None = None
         self._flush_scheduled = False
+        self.flushes = 0  # batches handed to the journal: what was persisted before one is in it
         self.user_store = UserStore(
             {u.name: u.password for u in config.users},
             {u.name: config.roles_of(u.name) for u in config.users},
@@ -252,8 +253,12 @@ class Server:
     def flush_pending(self) -> None:
         """Hand the batch to the journal: one group commit covers everything since the last one."""
         self._flush_scheduled = False
+        self.flushes += 1
         if self._pending_meta:
-            self._pending_records.extend(records.MetaRecord(k, v) for k, v in self._pending_meta.items())
+            for key, value in self._pending_meta.items():
+                if callable(value):  # set_meta_at_flush: read it now
+                    value = self.meta[key] = value()
+                self._pending_records.append(records.MetaRecord(key, value))
             self._pending_meta.clear()
         recs, cbs = self._pending_records, self._pending_callbacks
         if self._pending_enqueues:
@@ -489,7 +494,7 @@ class Server:
         now_ms = int(self.clock() * 1000)
         expiry = now_ms + h.ttl if h.ttl and not no_expiry else 0
         if not expiry and not no_expiry:
-            expiry = view.absolute_expiry_time if view.payload.find(b"\x00\x53\x73") >= 0 else 0
+            expiry = view.absolute_expiry_time
         msg = StoredMessage(self.new_message_id(), address, payload, h.durable, expiry, now_ms, h.priority)
         msg.via_mirror = via_mirror
         if origin is not None:
@@ -618,6 +623,15 @@ class Server:
             self._schedule_flush()
         else:
             self.persist(records.MetaRecord(key, value))
+
+    def set_meta_at_flush(self, key: str, value: Callable[[], bytes]) -> None:
+        """A coalesced `set_meta` whose value is read when the journal batch is made: for a fact that
+        moves with every message (a high-water mark), formatted once per batch, not once per message."""
+        if not self.config.persistence_enabled:
+            self.meta[key] = value()
+            return
+        self._pending_meta[key] = value
+        self._schedule_flush()
 
     def find_ref(self, queue: Queue, origin: str, message_id: int) -> MessageRef | None:
         """The waiting (not in-flight) reference on `queue` to the message with that identity."""

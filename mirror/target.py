@@ -88,11 +88,12 @@ class RecentIds:
     count as seen. After a restart only the persisted highest id is known, so it becomes the floor.
     """
 
-    __slots__ = ("floor", "high", "ids", "order")
+    __slots__ = ("floor", "high", "ids", "meta_key", "order")
 
     WINDOW = 20000
 
-    def __init__(self) -> None:
+    def __init__(self, meta_key: str = "") -> None:
+        self.meta_key = meta_key  # where the highest id is persisted
         self.ids: set[int] = set()
         self.order: deque[int] = deque()  # arrival order: the oldest id is evicted first
         self.floor = 0  # every id at or below this counts as seen
@@ -100,6 +101,9 @@ class RecentIds:
 
     def seen(self, mid: int) -> bool:
         return mid <= self.floor or mid in self.ids
+
+    def watermark(self) -> bytes:
+        return str(self.high).encode()
 
     def add(self, mid: int) -> None:
         if mid in self.ids:
@@ -140,7 +144,7 @@ class MirrorTarget:
     def _recent(self, origin: str) -> RecentIds:
         recent = self.dedup.get(origin)
         if recent is None:
-            recent = self.dedup[origin] = RecentIds()
+            recent = self.dedup[origin] = RecentIds(DEDUP_PREFIX + origin)
         return recent
 
     def status(self) -> dict[str, Any]:
@@ -202,7 +206,7 @@ class MirrorTarget:
         srv = self.server
         # One watermark record per origin per journal batch; recovery also takes the highest origin id of
         # the live messages, which covers a batch torn between its messages and this record.
-        srv.set_meta(DEDUP_PREFIX + origin, str(recent.high).encode(), coalesce=True)
+        srv.set_meta_at_flush(recent.meta_key, recent.watermark)
         address = m.address
         if address is None:
             log.warning("mirror from %s: message %d has no address; dropped", remote_id, m.mr_id)
@@ -212,7 +216,7 @@ class MirrorTarget:
         srv.route(
             address,
             m.payload,
-            MessageView(m.payload, m.parts, m.expiry),
+            MessageView(m.payload, m.parts, m.expiry, m.header),
             via_mirror=True,
             origin=(origin, m.mr_id),
             only_queues=only,

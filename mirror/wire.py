@@ -38,12 +38,12 @@ from broker_core.message import (
     PROPERTIES,
     Header,
     list_field,
-    list_fields,
     section_code,
     sections,
 )
 
 from .json_shapes import AddressInfo, QueueConfiguration
+from .shapes import Shapes
 
 # Artemis QueueConfiguration.MIRROR_ADDRESS: the SNF queue prefix and the target's link-address test.
 MIRROR_ADDRESS_PREFIX = "$ACTIVEMQ_ARTEMIS_MIRROR"
@@ -75,6 +75,7 @@ _II_PACK = struct.Struct(">II").pack
 _LONG = struct.Struct(">Bq").pack
 _LONG_AT = struct.Struct(">q").unpack_from
 _DURABLE_HEADER = Header(durable=True).encode()
+_MR_ID_KEY = b"\xa3" + bytes((len(INTERNAL_ID),)) + INTERNAL_ID.encode("ascii")
 
 
 class AckReason(IntEnum):
@@ -183,7 +184,6 @@ def post_ack(
 
 # The common case, a locally produced message: delivery annotations {x-opt-amq-mr-id: <long>} only.
 # map8 of 2 items: sym8 key, then a long (0x81 + 8 bytes): built with struct instead of the generic encoder.
-_MR_ID_KEY = b"\xa3" + bytes((len(INTERNAL_ID),)) + INTERNAL_ID.encode("ascii")
 _MR_ID_ONLY = struct.Struct(f">BBBBBB{len(_MR_ID_KEY)}sBq")
 
 
@@ -332,6 +332,7 @@ class ReplicatedMessage:
     to: str | None  # properties.to
     parts: list[tuple[int, int, int]] | None = None  # `sections(payload)`, when known
     expiry: int | None = None  # properties.absolute-expiry-time (0: none), when known
+    header: tuple[Header, int] | None = None  # (header, where it ends), when known; shared, read-only
 
     @property
     def address(self) -> str | None:
@@ -343,17 +344,20 @@ MirrorDelivery = ControlEvent | UnknownEvent | ReplicatedMessage
 
 
 def decode_mirror_delivery(payload: bytes) -> MirrorDelivery:
+    read = _SHAPES.read(payload)  # the target's hot path: a replicated message of a known shape
+    if read is not None:
+        stored, mr_id, (broker_id, destination, queues), to, expiry, header = read
+        to = to if isinstance(to, str) else None
+        return ReplicatedMessage(
+            stored, mr_id, broker_id, destination, queues, to, None, _expiry(expiry), header
+        )
     try:
-        head_end, da_end, ma_end, props = _leading(payload)
+        _, da_end, ma_end, _ = _leading(payload)
         if ma_end > da_end:
             annotations = _annotations(payload, da_end)
             if annotations.get(EVENT_TYPE) is not None:  # a control event: its body follows
                 return _decode_event(payload, sections(payload, ma_end), annotations)
-        # The target's hot path: a replicated message is read from its leading sections only. A second
-        # delivery-annotations section (the client's after the mirror's) takes the general path.
-        if ma_end < len(payload) and section_code(payload, ma_end)[0] == DELIVERY_ANNOTATIONS:
-            return decode_general(payload)
-        return _decode_message_fast(payload, head_end, da_end, props)
+        return decode_general(payload)
     except DecodeError as exc:
         raise MirrorDecodeError(f"malformed mirror delivery: {exc}") from exc
 
@@ -396,13 +400,6 @@ def _decode_event(payload: bytes, parts: list[tuple[int, int, int]], ma: dict[An
     )
 
 
-def _decode_message_fast(payload: bytes, head_end: int, da_end: int, props: int) -> ReplicatedMessage:
-    da = _annotations(payload, head_end) if da_end > head_end else {}
-    to, expiry = list_fields(payload, props, 2, 8) if props >= 0 else (None, None)
-    stored = payload[:head_end] + payload[da_end:] if da_end > head_end else payload
-    return _replicated(stored, da, to if isinstance(to, str) else None, None, _expiry(expiry))
-
-
 def _expiry(value: Any) -> int:
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else 0
 
@@ -417,19 +414,34 @@ def _replicated(
     mr_id = da.get(INTERNAL_ID)
     if not isinstance(mr_id, int) or isinstance(mr_id, bool):
         raise MissingMirrorId(f"replicated message without an integer {INTERNAL_ID} (got {mr_id!r})")
+    return ReplicatedMessage(stored, int(mr_id), *_mirror_fields(da), to, parts, expiry)
+
+
+def _mirror_fields(da: dict[Any, Any]) -> tuple[str | None, str | None, tuple[str, ...] | None]:
+    """(origin broker id, destination, target queues) from the mirror's delivery annotations."""
     queues = da.get(TARGET_QUEUES)
     if queues is not None and not (isinstance(queues, list) and all(isinstance(q, str) for q in queues)):
         raise MirrorDecodeError(f"{TARGET_QUEUES} must be a list of strings, got {queues!r}")
-    return ReplicatedMessage(
-        stored,
-        int(mr_id),
+    return (
         _opt_str(da, BROKER_ID),
         _opt_str(da, INTERNAL_DESTINATION),
         None if queues is None else tuple(queues),
-        to,
-        parts,
-        expiry,
     )
+
+
+def _shape_fields(payload: bytes, start: int, mr_id: int) -> tuple[str | None, str | None, Any]:
+    """`_mirror_fields` of the delivery annotations at `start`, for the shape memo: raises unless the
+    map holds `mr_id` as its only id and no key twice (so its other bytes decide everything else)."""
+    da = _annotations(payload, start)
+    p = start + 3
+    count = payload[p + 2] if payload[p] == 0xC1 else _II(payload, p + 1)[1]
+    if da.get(INTERNAL_ID) != mr_id or len(da) * 2 != count:
+        raise DecodeError("mirror annotations with a repeated key")
+    return _mirror_fields(da)
+
+
+def _is_event(payload: bytes, start: int) -> bool:
+    return _annotations(payload, start).get(EVENT_TYPE) is not None
 
 
 def _decode_message(payload: bytes, parts: list[tuple[int, int, int]]) -> ReplicatedMessage:
@@ -527,3 +539,6 @@ def _opt_str(annotations: dict[Any, Any], key: Symbol) -> str | None:
     if not isinstance(value, str):
         raise MirrorDecodeError(f"{key} must be a string, got {value!r}")
     return str(value)
+
+
+_SHAPES = Shapes(_MR_ID_KEY, _shape_fields, _is_event)

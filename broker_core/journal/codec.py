@@ -85,11 +85,24 @@ def batch_length(payload: bytes | memoryview) -> int:
 
 def encode(record: Record) -> bytes:
     """The framed bytes of ``record``; ValueError when a field does not fit its encoding."""
+    return b"".join(encode_parts(record)[0])
+
+
+def encode_parts(record: Record) -> tuple[list[bytes], int]:
+    """``encode``'s bytes as pieces to join, and their total size: a journal batch joins every record's
+    pieces once, so a message body is copied once on its way to disk, not at every layer."""
     try:
         record_type, payload = _ENCODERS[type(record)](record)
     except (struct.error, OverflowError, UnicodeEncodeError) as exc:
         raise ValueError(f"cannot encode {type(record).__name__}: {exc}") from exc
-    return frame(record_type, payload)
+    if isinstance(payload, bytes):
+        crc = zlib.crc32(payload, _TYPE_CRC[record_type])
+        return [FRAME.pack(len(payload), record_type, crc), payload], FRAME_SIZE + len(payload)
+    crc, size = _TYPE_CRC[record_type], 0
+    for part in payload:
+        crc = zlib.crc32(part, crc)
+        size += len(part)
+    return [FRAME.pack(size, record_type, crc), *payload], FRAME_SIZE + size
 
 
 def decode(record_type: int, payload: bytes | memoryview) -> Record:
@@ -162,7 +175,7 @@ def _enc_queue_removed(r: QueueRemoved) -> tuple[int, bytes]:
     return TYPE_QUEUE_REMOVED, _ID.pack(r.queue_id)
 
 
-def _enc_message_added(r: MessageAdded) -> tuple[int, bytes]:
+def _enc_message_added(r: MessageAdded) -> tuple[int, list[bytes]]:
     flags = _MSG_VIA_MIRROR if r.via_mirror else 0
     if r.origin_broker_id is not None:
         flags |= _MSG_ORIGIN_BROKER
@@ -178,9 +191,10 @@ def _enc_message_added(r: MessageAdded) -> tuple[int, bytes]:
     address = r.address.encode()
     origin = b"" if r.origin_broker_id is None else _short(r.origin_broker_id)
     body = r.body
-    return TYPE_MESSAGE_ADDED, b"".join(
-        (head, refs, _U16.pack(len(address)), address, origin, _U32.pack(len(body)), body)
-    )
+    return TYPE_MESSAGE_ADDED, [
+        b"".join((head, refs, _U16.pack(len(address)), address, origin, _U32.pack(len(body)))),
+        body,
+    ]
 
 
 def _enc_message_acked(r: MessageAcked) -> tuple[int, bytes]:
@@ -200,7 +214,7 @@ def _enc_highest_ids(r: HighestIds) -> tuple[int, bytes]:
     return TYPE_HIGHEST_IDS, _HIGHEST_IDS.pack(r.address_id, r.queue_id, r.message_id)
 
 
-_ENCODERS: dict[type, Callable[..., tuple[int, bytes]]] = {
+_ENCODERS: dict[type, Callable[..., tuple[int, bytes | list[bytes]]]] = {
     AddressAdded: _enc_address_added,
     AddressRemoved: _enc_address_removed,
     QueueAdded: _enc_queue_added,

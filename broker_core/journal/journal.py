@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from broker_core.journal import compaction
-from broker_core.journal.codec import batch_frame, encode
+from broker_core.journal.codec import batch_frame, encode, encode_parts
 from broker_core.journal.errors import JournalClosedError, JournalFailedError
 from broker_core.journal.layout import marker_name
 from broker_core.journal.records import Record
@@ -123,13 +123,17 @@ class Journal:
     def append_many(self, recs: Iterable[Record], on_durable: Callback | None = None) -> None:
         """Queue several records, written contiguously in one segment, with one callback for all."""
         records = tuple(recs)
-        frames = [encode(r) for r in records]
-        data = b"".join(frames)
-        if len(frames) > 1:  # all or nothing after a crash: an ack never survives without its mirror event
-            lead = batch_frame(len(data))
-            self._enqueue(Entry(lead + data, records, tuple(map(len, frames)), len(lead)), on_durable)
-        else:
-            self._enqueue(Entry(data, records, tuple(map(len, frames))), on_durable)
+        pieces: list[bytes] = [b""]  # the batch frame's place
+        sizes: list[int] = []
+        for r in records:
+            parts, size = encode_parts(r)
+            pieces += parts
+            sizes.append(size)
+        lead = 0
+        if len(records) > 1:  # all or nothing after a crash: an ack never survives without its mirror event
+            pieces[0] = batch_frame(sum(sizes))
+            lead = len(pieces[0])
+        self._enqueue(Entry(b"".join(pieces), records, tuple(sizes), lead), on_durable)
 
     def _enqueue(self, entry: Entry, on_durable: Callback | None) -> None:
         with self._lock:

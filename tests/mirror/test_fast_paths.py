@@ -145,3 +145,32 @@ def test_events_decode_as_the_general_path_decodes_them() -> None:
     for payload in events:
         fast, general = wire.decode_mirror_delivery(payload), wire.decode_general(payload)
         assert isinstance(fast, wire.ControlEvent) and fast == general
+
+
+def test_a_known_shape_is_read_from_the_memo_with_its_own_id_and_body() -> None:
+    """The second message of a shape is read from the memo: each keeps its own id, body and expiry."""
+    first, second = (Message(body=f"m{i}", durable=True, expiry_time=1000.0 + i) for i in range(2))
+    for msg in (first, second):
+        msg.annotations = {symbol("x-opt-jms-dest"): 1}  # message annotations that are not an event
+    for mr_id, msg in ((41, first), (42, second)):
+        payload = wire.encode_replicated(bytes(msg.encode()), mr_id, "node-a", "orders")
+        fast, general = wire.decode_mirror_delivery(payload), wire.decode_general(payload)
+        assert isinstance(fast, wire.ReplicatedMessage) and fast.header is not None
+        assert (fast.mr_id, fast.payload, fast.destination, fast.broker_id) == (
+            general.mr_id,
+            general.payload,
+            general.destination,
+            general.broker_id,
+        )
+        view = MessageView(fast.payload, fast.parts, fast.expiry, fast.header)
+        expected_expiry = 1_000_000 + 1000 * (mr_id - 41)
+        assert (view.header, view.absolute_expiry_time) == (
+            MessageView(general.payload).header,
+            expected_expiry,
+        )
+
+
+def test_an_event_never_takes_the_message_memo() -> None:
+    ack = wire.post_ack("orders", "orders", 7, "node-a", wire.AckReason.NORMAL)
+    for _ in range(2):
+        assert isinstance(wire.decode_mirror_delivery(ack), wire.ControlEvent)
