@@ -20,6 +20,7 @@ from mirror.target import MirrorTarget
 
 from .acceptor import Listener
 from .config.model import BrokerConfig
+from .handoff import DurableCallbacks
 from .server import Server
 
 log = logging.getLogger(__name__)
@@ -40,13 +41,9 @@ class Broker:
         self.on_started: list[Callable[[Broker], None]] = []
 
     async def start(self) -> None:
-        loop = self.loop
-
-        def dispatch(callback: Callable[[], None]) -> None:
-            loop.call_soon_threadsafe(callback)
-
-        self.server.start(dispatch=dispatch)
-        self.listener = Listener(self.server, self.loop)
+        durable = DurableCallbacks(self.loop)
+        self.server.start(dispatch=durable.dispatch)
+        self.listener = Listener(self.server, self.loop, durable)
         await self.listener.start()
         self.server.mirror_target = MirrorTarget(self.server)
         self.connections = BrokerConnectionManager(

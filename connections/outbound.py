@@ -194,6 +194,7 @@ class OutboundConnection:
             self._lost(f"connection closed: {why}")
             return
         self.mark_dirty()
+        self.flusher.after_read()
 
     def socket_lost(self, exc: Exception | None) -> None:
         if self.transport is None and self.conn is None:
