@@ -380,7 +380,7 @@ class BrokerEndpoint:
         # A mirror link carries a whole broker's traffic and catch-up backlogs: a deeper credit window
         # than a client link keeps the source streaming while this side journals (measured: bench/).
         window = max(self.acceptor.amqp_credits, MIRROR_CREDIT_WINDOW)
-        link.context = MirrorLink(remote, window, window - window // 10)
+        link.context = MirrorLink(remote, window, window // 2)
         self.conn.flow(link, credit=window)
         log.info("%s: mirror link from broker %s attached on %s", self.peer, remote, address)
         self.mark_dirty()

@@ -129,7 +129,7 @@ def run(configs: list[BrokerConfig]) -> int:
                 return
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal, sig.name)
-        _tune_gc()
+        tune_gc()
         _notify_systemd("READY=1")
         await stop.wait()
         _notify_systemd("STOPPING=1")
@@ -149,7 +149,7 @@ def run(configs: list[BrokerConfig]) -> int:
     return 0
 
 
-def _tune_gc() -> None:
+def tune_gc() -> None:
     """A broker holds many long-lived objects (stored messages, queue references). With CPython's
     default thresholds the older generations are walked again and again as queues deepen, which made
     a mirror target's catch-up cost grow with its backlog. What exists after recovery is frozen out of

@@ -55,6 +55,8 @@ class Address:
     internal: bool = False
     temporary: bool = False  # made for a temporary (dynamic) queue: never journalled nor mirrored
     queues: list[Queue] = field(default_factory=list)
+    # (multicast queues, anycast queues), worked out from `queues` when a message first needs it
+    plan: tuple[list[Queue], list[Queue]] | None = field(default=None, repr=False, compare=False)
     anycast_rr: int = 0
     routed: int = 0
     unrouted: int = 0
@@ -88,7 +90,9 @@ class Server:
         self.addresses: dict[str, Address] = {}
         self.queues: dict[str, Queue] = {}
         self.queues_by_id: dict[int, Queue] = {}
-        self.observers: list[Observer] = []
+        self.observers: list[Observer] = []  # add with `add_observer`
+        self._adding_observers: list[Observer] = []  # those that add queues to a routed message
+        self._routed_observers: list[Observer] = []  # those that watch routed messages
         self.node_id = ""
         self.journal: Journal | None = None
         self._next_message_id = 1
@@ -413,6 +417,7 @@ class Server:
             addr = Address(q.address, {q.routing_type})
             self.addresses[q.address] = addr
         addr.queues.append(q)
+        addr.plan = None
 
     def delete_queue(self, name: str) -> None:
         q = self.queues.pop(name, None)
@@ -422,6 +427,7 @@ class Server:
         addr = self.addresses.get(q.address)
         if addr is not None and q in addr.queues:
             addr.queues.remove(q)
+            addr.plan = None
         for c in list(q.consumers):  # first, so that what they held comes back before the release below
             kick = getattr(c, "kick", None)
             if kick is not None:
@@ -477,20 +483,20 @@ class Server:
             if addr is not None:
                 addr.unrouted += 1
             return None
-        targets: list[Queue] = []
-        anycast: list[Queue] = []
-        for q in addr.queues:
-            if only_queues is not None:
-                if q.name in only_queues:
-                    targets.append(q)
-            elif q.routing_type == MULTICAST:
-                targets.append(q)
-            else:
-                anycast.append(q)
-        if anycast:
-            # Several anycast queues on one address share the messages round robin, as Artemis does.
-            targets.append(anycast[addr.anycast_rr % len(anycast)])
-            addr.anycast_rr += 1
+        if only_queues is not None:
+            targets = [q for q in addr.queues if q.name in only_queues]
+        else:
+            plan = addr.plan
+            if plan is None:
+                queues = addr.queues
+                multicast = [q for q in queues if q.routing_type == MULTICAST]
+                plan = addr.plan = (multicast, [q for q in queues if q.routing_type != MULTICAST])
+            targets = plan[0][:]  # a copy: the mirror's queue may join it below
+            anycast = plan[1]
+            if anycast:
+                # Several anycast queues on one address share the messages round robin, as Artemis does.
+                targets.append(anycast[addr.anycast_rr % len(anycast)])
+                addr.anycast_rr += 1
         if not targets:
             addr.unrouted += 1
             return None
@@ -503,7 +509,7 @@ class Server:
         msg.via_mirror = via_mirror
         if origin is not None:
             msg.origin_broker_id, msg.origin_message_id = origin
-        for o in self.observers:
+        for o in self._adding_observers:
             # the mirror's store-and-forward queue joins here, so it is in the same journal record
             targets.extend(o.extra_queues(msg, targets))
         durable_ids: list[int] = []
@@ -530,12 +536,22 @@ class Server:
             msg.durable = False
         addr.routed += 1
         self.stats["messages_routed"] += 1
-        self.identity[self.identity_of(msg)] = msg
-        for o in self.observers:
+        mid = msg.origin_message_id
+        self.identity[(msg.origin_broker_id or self.node_id, msg.id if mid is None else mid)] = msg
+        for o in self._routed_observers:
             o.message_routed(msg, targets)
         for q in targets:
             self._enqueue(q, MessageRef(msg, q))
         return msg
+
+    def add_observer(self, observer: Observer) -> None:
+        self.observers.append(observer)
+        # Routing calls only the observers that override its hooks: it runs for every message.
+        kind = type(observer)
+        if kind.extra_queues is not Observer.extra_queues:
+            self._adding_observers.append(observer)
+        if kind.message_routed is not Observer.message_routed:
+            self._routed_observers.append(observer)
 
     def identity_of(self, msg: StoredMessage) -> tuple[str, int]:
         mid = msg.origin_message_id if msg.origin_message_id is not None else msg.id

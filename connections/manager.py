@@ -45,7 +45,7 @@ class BrokerConnectionManager(Observer):
             for factory in extra_factories or []:
                 policies.extend(factory(server, cfg))
             self.connections[cfg.name] = OutboundConnection(server, cfg, loop, flusher, policies)
-        server.observers.append(self)
+        server.add_observer(self)
         self._timer: asyncio.TimerHandle | None = None
 
     def start(self) -> None:

@@ -77,6 +77,7 @@ class MirrorSource(Observer):
         self._post_ack_prefixes: dict[tuple[str, str, str | None, int], bytes] = {}
         self._excluded_cache: dict[str, bool] = {}
         self.stats = {"events_sent": 0, "events_accepted": 0, "events_queued": 0}
+        self.last_accepted = 0.0  # when the target last accepted an event (epoch seconds)
         self._remote_key = f"mirror.remote.{self.name}"
         self._remote_raw: bytes | None = None
         self._remote: str | None = None
@@ -104,7 +105,7 @@ class MirrorSource(Observer):
         q.after_durable = True
         self.queue = q
         self._pending_bytes = sum(len(r.message.payload) for r in q.messages)  # recovered events
-        srv.observers.append(self)
+        srv.add_observer(self)
         if self.settings.sync:
             srv.sync_mirrors += 1
         self.installed = True
@@ -344,6 +345,7 @@ class MirrorSource(Observer):
             )
         else:
             self.stats["events_accepted"] += 1
+            self.last_accepted = time.time()
         waiter = self._sync_waiters.pop(context.message.id, None)
         self.server.acknowledge(context)
         if waiter is not None:
@@ -375,6 +377,7 @@ class MirrorSource(Observer):
             "eventsQueued": self.stats["events_queued"],
             "eventsSent": self.stats["events_sent"],
             "eventsAccepted": self.stats["events_accepted"],
+            "lastAcceptedAt": int(self.last_accepted * 1000),  # epoch ms, 0: never
         }
 
 

@@ -321,6 +321,7 @@ class Connection:
 
     def _process(self) -> None:
         buf = self._in
+        view = memoryview(buf)  # one copy out of the buffer per frame, not two
         pos = 0
         try:
             while not self.closed:
@@ -345,18 +346,27 @@ class Connection:
                 if len(buf) - pos < size:
                     break
                 body_start = pos + doff * 4
-                if body_start > pos + size:
+                end = pos + size
+                if body_start > end:
                     raise errors.ProtocolError(errors.FRAMING_ERROR, "data offset beyond frame end")
-                body = bytes(buf[body_start : pos + size])
-                pos += size
-                if ftype == FRAME_SASL and self._phase == "sasl":
-                    self._on_sasl_frame(body)
-                elif ftype == FRAME_AMQP and self._phase == "frames":
-                    if body:
-                        self._on_frame(channel, body)
+                pos = end
+                if ftype == FRAME_AMQP and self._phase == "frames":
+                    if body_start == end:
+                        continue  # an empty frame: a heartbeat
+                    b = body_start
+                    if end - b > 5 and buf[b + 2] == 0x14 and buf[b + 1] == 0x53 and not buf[b]:
+                        # a transfer, the hot path: its payload is the only copy made
+                        fast = fast_transfer_fields(buf, body_start, end)
+                        if fast is not None:
+                            self._on_transfer(channel, fast[0], bytes(view[fast[1] : end]))
+                            continue
+                    self._on_frame(channel, bytes(view[body_start:end]))
+                elif ftype == FRAME_SASL and self._phase == "sasl":
+                    self._on_sasl_frame(bytes(view[body_start:end]))
                 else:
                     raise errors.ProtocolError(errors.FRAMING_ERROR, f"unexpected frame type {ftype}")
         finally:
+            view.release()
             del buf[:pos]
 
     def _on_header(self, header: bytes) -> None:
@@ -418,10 +428,9 @@ class Connection:
 
     def _on_frame(self, channel: int, body: bytes) -> None:
         head = body[:3]
-        if head == _DESC_TRANSFER:
-            fast = fast_transfer_fields(body)
-            fields, end = fast if fast is not None else decode_value(body, 3)
-            self._on_transfer(channel, fields, body, end)
+        if head == _DESC_TRANSFER:  # one that `_process` could not read quickly
+            fields, end = decode_value(body, 3)
+            self._on_transfer(channel, fields, body[end:])
             return
         if head == _DESC_DISPOSITION:
             fields = fast_disposition_fields(body)
@@ -716,7 +725,7 @@ class Connection:
 
     # -------------------------------------------------------------------------------- deliveries
 
-    def _on_transfer(self, channel: int, f: list[Any], body: bytes, end: int) -> None:
+    def _on_transfer(self, channel: int, f: list[Any], payload: bytes) -> None:
         s = self.sessions_by_remote.get(channel)
         if s is None:
             raise errors.ProtocolError(errors.ILLEGAL_STATE, f"transfer on unused channel {channel}")
@@ -729,7 +738,6 @@ class Connection:
             link = self._link_by_remote_handle(s, handle)
         if link.is_sender:
             raise errors.ProtocolError(errors.ILLEGAL_STATE, "transfer on a link where we are the sender")
-        payload = body[end:]
         more = n > 5 and f[5] is True
         aborted = n > 9 and f[9] is True
         partial = link.partial

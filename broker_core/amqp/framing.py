@@ -113,37 +113,48 @@ def _read_uint(body: bytes, pos: int, code: int) -> int:
     return int.from_bytes(body[pos + 1 : pos + 5], "big")
 
 
-def fast_transfer_fields(body: bytes) -> tuple[list[Any], int] | None:
-    """Decode a transfer performative's list quickly when it uses the usual compact encodings.
+def fast_transfer_fields(
+    buf: bytes | bytearray, start: int = 0, limit: int | None = None
+) -> tuple[list[Any], int] | None:
+    """Decode the transfer performative at `start` (its descriptor) quickly when it uses the usual
+    compact encodings; `limit` is where the frame ends (default: the end of `buf`).
 
-    Returns (fields, end of the performative) or None, in which case the caller uses the generic
+    Returns (fields, where the performative ends) or None, in which case the caller uses the generic
     decoder. Covers what clients send: list8, uint as 0x43/0x52/0x70, binary8 tag, booleans; a later
     field in any other encoding stops the fast path.
     """
-    if len(body) < 6 or body[3] != 0xC0:
+    if limit is None:
+        limit = len(buf)
+    if limit - start < 6 or buf[start + 3] != 0xC0:
         return None
-    size, count = body[4], body[5]
-    end = 5 + size
-    if end > len(body):
+    count = buf[start + 5]
+    end = start + 5 + buf[start + 4]
+    if end > limit:
         return None
-    pos = 6
+    pos = start + 6
     fields: list[Any] = []
     for i in range(count):
         if pos >= end:
             return None
-        code = body[pos]
+        code = buf[pos]
         if code == 0x40:
             fields.append(None)
             pos += 1
-        elif i in (0, 1, 3):  # handle, delivery-id, message-format: uint
-            width = _UINT_WIDTH.get(code)
-            if width is None:
+        elif i == 0 or i == 1 or i == 3:  # handle, delivery-id, message-format: uint
+            if code == 0x52:
+                fields.append(buf[pos + 1])
+                pos += 2
+            elif code == 0x43:
+                fields.append(0)
+                pos += 1
+            elif code == 0x70:
+                fields.append(int.from_bytes(buf[pos + 1 : pos + 5], "big"))
+                pos += 5
+            else:
                 return None
-            fields.append(_read_uint(body, pos, code))
-            pos += width
         elif i == 2 and code == 0xA0:  # delivery-tag: binary8
-            n = body[pos + 1]
-            fields.append(body[pos + 2 : pos + 2 + n])
+            n = buf[pos + 1]
+            fields.append(bytes(buf[pos + 2 : pos + 2 + n]))
             pos += 2 + n
         elif i in (4, 5, 8, 9, 10) and code in _BOOLS:  # settled, more, resume, aborted, batchable
             fields.append(_BOOLS[code])
