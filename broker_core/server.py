@@ -512,11 +512,8 @@ class Server:
         for o in self._adding_observers:
             # the mirror's store-and-forward queue joins here, so it is in the same journal record
             targets.extend(o.extra_queues(msg, targets))
-        durable_ids: list[int] = []
-        for q in targets:
-            msg.live_refs += 1
-            if h.durable and q.durable and not q.temporary:
-                durable_ids.append(q.id)
+        msg.live_refs += len(targets)
+        durable_ids = [q.id for q in targets if q.durable and not q.temporary] if h.durable else None
         if durable_ids and self.config.persistence_enabled:
             self.persist(
                 records.MessageAdded(

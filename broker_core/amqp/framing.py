@@ -102,6 +102,7 @@ def transfer_frames(
 
 
 _BOOLS = {0x41: True, 0x42: False, 0x40: None}
+_UINT_AT = struct.Struct(">I").unpack_from
 _UINT_WIDTH = {0x43: 1, 0x52: 2, 0x70: 5}  # uint0, smalluint, uint: constructor and value bytes
 
 
@@ -148,7 +149,7 @@ def fast_transfer_fields(
                 fields.append(0)
                 pos += 1
             elif code == 0x70:
-                fields.append(int.from_bytes(buf[pos + 1 : pos + 5], "big"))
+                fields.append(_UINT_AT(buf, pos + 1)[0])
                 pos += 5
             else:
                 return None
