@@ -240,10 +240,6 @@ class Server:
         self._pending_records.append(record)
         self._schedule_flush()
 
-    def pending_records(self) -> int:
-        """Records waiting for the next journal batch."""
-        return len(self._pending_records)
-
     def after_durable(self, callback: Callable[[], None]) -> None:
         """Run `callback` once every record persisted so far is on disk."""
         self._pending_callbacks.append(callback)
