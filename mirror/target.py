@@ -88,12 +88,13 @@ class RecentIds:
     count as seen. After a restart only the persisted highest id is known, so it becomes the floor.
     """
 
-    __slots__ = ("floor", "high", "ids", "meta_key", "order")
+    __slots__ = ("batch", "floor", "high", "ids", "meta_key", "order")
 
     WINDOW = 20000
 
     def __init__(self, meta_key: str = "") -> None:
         self.meta_key = meta_key  # where the highest id is persisted
+        self.batch = -1  # the journal batch (server.flushes) whose watermark record is already asked for
         self.ids: set[int] = set()
         self.order: deque[int] = deque()  # arrival order: the oldest id is evicted first
         self.floor = 0  # every id at or below this counts as seen
@@ -198,7 +199,7 @@ class MirrorTarget:
 
     def _message(self, remote_id: str, m: wire.ReplicatedMessage) -> bool:
         origin = m.broker_id or remote_id
-        recent = self._recent(origin)
+        recent = self.dedup.get(origin) or self._recent(origin)
         if recent.seen(m.mr_id):
             self.stats["duplicates"] += 1
             return False
@@ -206,7 +207,9 @@ class MirrorTarget:
         srv = self.server
         # One watermark record per origin per journal batch; recovery also takes the highest origin id of
         # the live messages, which covers a batch torn between its messages and this record.
-        srv.set_meta_at_flush(recent.meta_key, recent.watermark)
+        if recent.batch != srv.flushes:
+            recent.batch = srv.flushes
+            srv.set_meta_at_flush(recent.meta_key, recent.watermark)
         address = m.address
         if address is None:
             log.warning("mirror from %s: message %d has no address; dropped", remote_id, m.mr_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -230,6 +231,14 @@ def test_fast_transfer_decoder_agrees_with_the_generic_one() -> None:
     # an unusual encoding (uint delivery-id as ulong) is left to the generic decoder
     odd = b"\x00\x53\x14\xc0\x04\x02\x43\x44"
     assert fast_transfer_fields(odd) is None
+    # our own sender's single-frame layout, read in one go, also inside a larger buffer
+    for handle, delivery_id, tag, settled in itertools.product(
+        (0, 7, 300), (0, 255, 2**32 - 1), (b"", b"tag-1"), (True, False)
+    ):
+        body = transfer_frames(0, handle, delivery_id, tag, settled, b"payload", 65536)[0][8:]
+        fields, end = decode_value(body, 3)
+        assert fast_transfer_fields(body) == (fields, end)
+        assert fast_transfer_fields(bytearray(b"xx" + body), 2, 2 + len(body)) == (fields, end + 2)
 
 
 def _disposition(*fields: str) -> bytes:

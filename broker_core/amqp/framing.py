@@ -133,6 +133,16 @@ def fast_transfer_fields(
     if end > limit:
         return None
     pos = start + 6
+    if count == 5:
+        # A single-frame delivery as our own sender writes it (and many others): handle as uint0 or
+        # smalluint, delivery-id uint, binary8 tag, message-format uint0, settled. Read in one go.
+        code = buf[pos]
+        p = pos + 1 if code == 0x43 else pos + 2 if code == 0x52 else end
+        if end - p >= 9 and buf[p] == 0x70 and buf[p + 5] == 0xA0:
+            q = p + 7 + buf[p + 6]
+            if q + 2 == end and buf[q] == 0x43 and (buf[q + 1] == 0x41 or buf[q + 1] == 0x42):
+                handle = buf[pos + 1] if code == 0x52 else 0
+                return [handle, _UINT_AT(buf, p + 1)[0], bytes(buf[p + 7 : q]), 0, buf[q + 1] == 0x41], end
     fields: list[Any] = []
     for i in range(count):
         if pos >= end:
