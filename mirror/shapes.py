@@ -3,10 +3,11 @@
 A mirror stream repeats itself. One producer's messages share a header byte for byte, and the mirror's
 delivery annotations differ from one message to the next only in the 8 bytes of `x-opt-amq-mr-id`.
 So each distinct header, delivery-annotations section (id cut out) and message-annotations section
-is parsed once, by the general code, and remembered; a message of a known shape then costs a few
-slices and dictionary lookups. Anything else (no header list, the id not first or not a long, a
-client's own delivery annotations, properties that are not a list) is not read here: `read` returns
-None and the caller takes its general path, which also reports what is malformed.
+is parsed once, by the general code, and remembered (the last shape is compared in place first); a
+message of a known shape then costs a few slices and lookups. Anything else (no header list, the id
+not first or not a long, a client's own delivery annotations, properties that are not a list) is not
+read here: `read` returns None and the caller takes its general path, which also reports what is
+malformed.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class Shapes:
     says whether the message annotations at `start` make the delivery a control event."""
 
     LIMIT = 1024  # entries per memo: a stream has a handful of shapes; anything else starts over
+    LONGEST = 1024  # bytes of a section kept as a key (target-queue lists can be long)
 
     def __init__(
         self,
@@ -156,6 +158,8 @@ class Shapes:
 
 
 def _remember(memo: dict[bytes, Any], key: bytes, value: Any) -> None:
+    if len(key) > Shapes.LONGEST:
+        return  # read every time rather than kept: memory stays bounded whatever a peer sends
     if len(memo) >= Shapes.LIMIT:
         memo.clear()
     memo[key] = value

@@ -174,3 +174,13 @@ def test_an_event_never_takes_the_message_memo() -> None:
     ack = wire.post_ack("orders", "orders", 7, "node-a", wire.AckReason.NORMAL)
     for _ in range(2):
         assert isinstance(wire.decode_mirror_delivery(ack), wire.ControlEvent)
+
+
+def test_a_shape_too_long_to_keep_is_read_every_time() -> None:
+    queues = [f"queue-with-a-long-name-{i:04d}" for i in range(100)]  # annotations over Shapes.LONGEST
+    for mr_id in (7, 8):
+        payload = wire.encode_replicated(bytes(Message(body="x").encode()), mr_id, "node-a", None, queues)
+        decoded = wire.decode_mirror_delivery(payload)
+        assert isinstance(decoded, wire.ReplicatedMessage)
+        assert (decoded.mr_id, decoded.target_queues) == (mr_id, tuple(queues))
+        assert decoded.payload == wire.decode_general(payload).payload
