@@ -60,6 +60,12 @@ class Shapes:
         self.last_annotations: tuple[bytes, bytes, tuple[Any, Any, Any] | None] = (b"", b"", None)
 
     def read(self, payload: bytes) -> Read | None:
+        try:
+            return self._read(payload)
+        except (IndexError, struct.error, DecodeError):
+            return None  # truncated or lying sizes: the general path says what is wrong
+
+    def _read(self, payload: bytes) -> Read | None:
         n = len(payload)
         header: tuple[Header, int] | None = None
         head_end = 0

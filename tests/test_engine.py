@@ -200,6 +200,8 @@ def test_transfer_without_credit_closes_the_connection_with_a_condition() -> Non
     [
         b"\x00\x00\x00\x10\x02\x00\x00\x00\xff\xff\xff\xff\xff\xff\xff\xff",
         b"\x00\x00\x00\x04\x02\x00\x00\x00",
+        # a transfer whose last field (a smalluint) is cut off by the end of the frame
+        b"\x00\x00\x00\x10\x02\x00\x00\x00\x00\x53\x14\xc0\x03\x02\x43\x52",
     ],
 )
 def test_malformed_frames_close_with_an_amqp_error(garbage: bytes) -> None:

@@ -17,6 +17,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
+import struct
 from typing import Any, Protocol
 
 from . import errors
@@ -259,8 +260,9 @@ class Connection:
             self.fail(exc.condition, exc.description)
         except DecodeError as exc:
             self.fail(errors.DECODE_ERROR, str(exc))
-        except (ValueError, TypeError, OverflowError, RecursionError) as exc:
-            # a well-formed encoding with values of the wrong type or range for their field
+        except (ValueError, TypeError, OverflowError, RecursionError, IndexError, struct.error) as exc:
+            # a well-formed encoding with values of the wrong type or range for their field, or sizes that
+            # point past the frame
             self.fail(errors.DECODE_ERROR, f"invalid field value: {type(exc).__name__}: {exc}"[:200])
 
     def fail(self, condition: str, description: str) -> None:
