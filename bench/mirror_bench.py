@@ -95,8 +95,8 @@ def last_accepted(b: BrokerProcess) -> float:
     return max(int(str(s["lastAcceptedAt"])) for s in sources(b)) / 1000
 
 
-def median_range(values: list[float]) -> str:
-    return f"{statistics.median(values):8.1f} ({min(values):.1f}-{max(values):.1f})"
+def median_range(values: list[float], digits: int = 1) -> str:
+    return f"{statistics.median(values):8.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
 
 
 def main() -> None:
@@ -148,7 +148,7 @@ def main() -> None:
 
             ratios = [catch_up(dc1, f"outage{i}", args.outage, args.size) for i in range(args.repeat)]
             print(f"catch-up after an outage of {args.outage} durable sends")
-            print(f"  drain rate / produce rate {median_range(ratios)} x   (floor 2x)")
+            print(f"  drain rate / produce rate {median_range(ratios, 2)} x   (floor 2x)")
 
             loaded = [
                 catch_up_under_load(dc1, f"loaded{i}", args.outage, args.size, args.rate)
