@@ -146,8 +146,9 @@ class BrokerEndpoint:
         )
         self.consumers: dict[int, LinkConsumer] = {}  # by id(link)
         self.pending_accepts: dict[Session, list[int]] = {}
-        self._mirror_batch: list[tuple[Session, int]] | None = None  # mirror deliveries awaiting a batch
+        self._mirror_batch: list[int] | None = None  # mirror deliveries awaiting their journal batch
         self._mirror_batch_at = -1  # the server's `flushes` when that batch was started
+        self._mirror_session: Session | None = None  # and the session its deliveries came on
         self.manage_checked = False
         self.scram: ScramServer | None = None
         self.closed = False
@@ -547,17 +548,24 @@ class BrokerEndpoint:
         if not durable:
             self._accept_later(session, delivery_id)
             return
-        # One callback accepts every mirror delivery of a journal batch, not a closure per delivery.
+        # One callback accepts every mirror delivery of a session's journal batch, not a closure each.
         batch = self._mirror_batch
-        if batch is None or self._mirror_batch_at != srv.flushes:
+        if batch is None or self._mirror_batch_at != srv.flushes or self._mirror_session is not session:
             batch = self._mirror_batch = []
-            self._mirror_batch_at = srv.flushes
-            srv.after_durable(lambda: self._accept_all(batch))
-        batch.append((session, delivery_id))
+            self._mirror_batch_at, self._mirror_session = srv.flushes, session
+            srv.after_durable(lambda: self._accept_all(session, batch))
+        batch.append(delivery_id)
 
-    def _accept_all(self, deliveries: list[tuple[Session, int]]) -> None:
-        for session, delivery_id in deliveries:
-            self._accept_later(session, delivery_id)
+    def _accept_all(self, session: Session, delivery_ids: list[int]) -> None:
+        unsettled = session.incoming_unsettled
+        for delivery_id in delivery_ids:
+            unsettled.pop(delivery_id, None)
+        ids = self.pending_accepts.get(session)
+        if ids is None:
+            self.pending_accepts[session] = list(delivery_ids)
+            self.mark_dirty()
+        else:
+            ids += delivery_ids
 
     def _management(self, view: MessageView) -> None:
         srv = self.server

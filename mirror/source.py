@@ -240,8 +240,10 @@ class MirrorSource(Observer):
         self._event(wire.delete_queue(queue.address, queue.name))
 
     def extra_queues(self, message: StoredMessage, queues: list[Queue]) -> list[Queue]:
+        if self._from_remote():
+            return []
         remote = self.remote_id
-        if self._from_remote() or (remote is not None and message.origin_broker_id == remote):
+        if remote is not None and message.origin_broker_id == remote:
             return []
         if self._excluded(message.address):
             return []
