@@ -557,15 +557,8 @@ class BrokerEndpoint:
         batch.append(delivery_id)
 
     def _accept_all(self, session: Session, delivery_ids: list[int]) -> None:
-        unsettled = session.incoming_unsettled
         for delivery_id in delivery_ids:
-            unsettled.pop(delivery_id, None)
-        ids = self.pending_accepts.get(session)
-        if ids is None:
-            self.pending_accepts[session] = list(delivery_ids)
-            self.mark_dirty()
-        else:
-            ids += delivery_ids
+            self._accept_later(session, delivery_id)
 
     def _management(self, view: MessageView) -> None:
         srv = self.server

@@ -55,8 +55,6 @@ class Address:
     internal: bool = False
     temporary: bool = False  # made for a temporary (dynamic) queue: never journalled nor mirrored
     queues: list[Queue] = field(default_factory=list)
-    # (multicast queues, anycast queues), worked out from `queues` when a message first needs it
-    plan: tuple[list[Queue], list[Queue]] | None = field(default=None, repr=False, compare=False)
     anycast_rr: int = 0
     routed: int = 0
     unrouted: int = 0
@@ -413,7 +411,6 @@ class Server:
             addr = Address(q.address, {q.routing_type})
             self.addresses[q.address] = addr
         addr.queues.append(q)
-        addr.plan = None
 
     def delete_queue(self, name: str) -> None:
         q = self.queues.pop(name, None)
@@ -423,7 +420,6 @@ class Server:
         addr = self.addresses.get(q.address)
         if addr is not None and q in addr.queues:
             addr.queues.remove(q)
-            addr.plan = None
         for c in list(q.consumers):  # first, so that what they held comes back before the release below
             kick = getattr(c, "kick", None)
             if kick is not None:
@@ -479,20 +475,20 @@ class Server:
             if addr is not None:
                 addr.unrouted += 1
             return None
-        if only_queues is not None:
-            targets = [q for q in addr.queues if q.name in only_queues]
-        else:
-            plan = addr.plan
-            if plan is None:
-                queues = addr.queues
-                multicast = [q for q in queues if q.routing_type == MULTICAST]
-                plan = addr.plan = (multicast, [q for q in queues if q.routing_type != MULTICAST])
-            targets = plan[0][:]  # a copy: the mirror's queue may join it below
-            anycast = plan[1]
-            if anycast:
-                # Several anycast queues on one address share the messages round robin, as Artemis does.
-                targets.append(anycast[addr.anycast_rr % len(anycast)])
-                addr.anycast_rr += 1
+        targets: list[Queue] = []
+        anycast: list[Queue] = []
+        for q in addr.queues:
+            if only_queues is not None:
+                if q.name in only_queues:
+                    targets.append(q)
+            elif q.routing_type == MULTICAST:
+                targets.append(q)
+            else:
+                anycast.append(q)
+        if anycast:
+            # Several anycast queues on one address share the messages round robin, as Artemis does.
+            targets.append(anycast[addr.anycast_rr % len(anycast)])
+            addr.anycast_rr += 1
         if not targets:
             addr.unrouted += 1
             return None
@@ -529,8 +525,7 @@ class Server:
             msg.durable = False
         addr.routed += 1
         self.stats["messages_routed"] += 1
-        mid = msg.origin_message_id
-        self.identity[(msg.origin_broker_id or self.node_id, msg.id if mid is None else mid)] = msg
+        self.identity[self.identity_of(msg)] = msg
         for o in self._routed_observers:
             o.message_routed(msg, targets)
         for q in targets:

@@ -155,8 +155,7 @@ def reconcile(
             names=opts.names,
             plan_limit=opts.plan_limit,
         )
-        if len(diverged) > opts.plan_limit:
-            raise RuntimeError(f"more than {opts.plan_limit} diverged references: raise --plan-limit")
+        _check_plan(diverged, opts.plan_limit)
     else:
         with _session_conf(spark, _PASS2_CONF):
             narrow = _narrow(sides, records, diff, opts)
@@ -225,9 +224,18 @@ def _local_candidates(sides: list[Side], diff: RangeDiff, opts: Options) -> list
     for i, side in enumerate(sides):
         if side.parquet is None or not L.parquet_files(side.parquet):
             return None
-        buckets = diff.local[i] | {b for _, b in diff.snf[i]}
-        candidates.append(L.Candidates(side.parquet, buckets, opts.ids_per_range))
+        candidates.append(L.Candidates(side.parquet, _pass2_buckets(diff, i), opts.ids_per_range))
     return candidates if sum(c.rows for c in candidates) <= L.MAX_ROWS else None
+
+
+def _pass2_buckets(diff: RangeDiff, side: int) -> set[int]:
+    """The id buckets pass 2 reads on one side: the differing ranges' and the store-and-forward gap's."""
+    return diff.local[side] | {b for _, b in diff.snf[side]}
+
+
+def _check_plan(diverged: list[Any], plan_limit: int) -> None:
+    if len(diverged) > plan_limit:
+        raise RuntimeError(f"more than {plan_limit} diverged references: raise --plan-limit")
 
 
 def _narrow(sides: list[Side], records: list[DataFrame], diff: RangeDiff, opts: Options) -> list[DataFrame]:
@@ -235,10 +243,9 @@ def _narrow(sides: list[Side], records: list[DataFrame], diff: RangeDiff, opts: 
     cached as one partition."""
     narrow = []
     for i, (side, r) in enumerate(zip(sides, records, strict=True)):
-        buckets = diff.local[i] | {b for _, b in diff.snf[i]}
         rows = R.pass2_rows(
             r.select(*R.PASS2_COLUMNS),
-            buckets,
+            _pass2_buckets(diff, i),
             diff.rids,
             diff.snf[i],
             opts.ids_per_range,
@@ -294,8 +301,7 @@ def _collect(
         return out
 
     diverged = part(_DIVERGED, classified_columns)
-    if len(diverged) > plan_limit:
-        raise RuntimeError(f"more than {plan_limit} diverged references: raise --plan-limit")
+    _check_plan(diverged, plan_limit)
     gap = [
         {r["kind"]: {"count": r["count"], "oldest_ms": r["oldest_ms"]} for r in part(_GAP + i, _GAP_COLUMNS)}
         for i in range(2)
