@@ -196,17 +196,28 @@ def _da_section(mr_id: int, origin_broker_id: str | None, destination: str | Non
     """The mirror's delivery annotations: the id, then the origin and destination when there are any."""
     if origin_broker_id is None and destination is None:
         return _mr_id_only(mr_id)
-    body = _MR_ID_KEY + _LONG(0x81, mr_id)
+    before, after = _da_around_id(origin_broker_id, destination)
+    return before + _LONG(0x81, mr_id) + after
+
+
+@lru_cache(maxsize=4096)
+def _da_around_id(origin_broker_id: str | None, destination: str | None) -> tuple[bytes, bytes]:
+    """The delivery annotations' bytes before and after the id's long: one origin and one address
+    give the same bytes every time, so the source's hot path only packs the id between them."""
+    after = b""
     count = 2
     if origin_broker_id is not None:
-        body += _string_entry(BROKER_ID, origin_broker_id)
+        after += _string_entry(BROKER_ID, origin_broker_id)
         count += 2
     if destination is not None:
-        body += _string_entry(INTERNAL_DESTINATION, destination)
+        after += _string_entry(INTERNAL_DESTINATION, destination)
         count += 2
-    if len(body) < 255:
-        return bytes((0x00, 0x53, DELIVERY_ANNOTATIONS, 0xC1, len(body) + 1, count)) + body
-    return bytes((0x00, 0x53, DELIVERY_ANNOTATIONS, 0xD1)) + _II_PACK(len(body) + 4, count) + body
+    size = len(_MR_ID_KEY) + 9 + len(after)
+    if size < 255:
+        lead = bytes((0x00, 0x53, DELIVERY_ANNOTATIONS, 0xC1, size + 1, count))
+    else:
+        lead = bytes((0x00, 0x53, DELIVERY_ANNOTATIONS, 0xD1)) + _II_PACK(size + 4, count)
+    return lead + _MR_ID_KEY, after
 
 
 @lru_cache(maxsize=4096)
@@ -217,8 +228,30 @@ def _string_entry(key: Symbol, value: str) -> bytes:
 
 def _head(payload: bytes) -> tuple[int, int, int]:
     """(end of the header, end of the delivery annotations, start of the properties or -1)."""
+    # The source's hot path: sections with the usual small-ulong descriptors are stepped over here;
+    # anything else (a symbolic descriptor, an unexpected section) goes to the general reader.
+    if len(payload) > 3 and payload[1] == 0x53 and not payload[0]:
+        pos = skip_value(payload, 3) if payload[2] == HEADER else 0
+        head_end = pos
+        lead = payload[pos : pos + 3]
+        if lead == _DA_LEAD:
+            pos = skip_value(payload, pos + 3)
+            lead = payload[pos : pos + 3]
+        da_end = pos
+        if lead == _MA_LEAD:
+            pos = skip_value(payload, pos + 3)
+            lead = payload[pos : pos + 3]
+        if lead == _PROPERTIES_LEAD:
+            return head_end, da_end, pos
+        if lead[1:2] == b"\x53" or pos == len(payload):
+            return head_end, da_end, -1
     head_end, da_end, _, props = _leading(payload)
     return head_end, da_end, props
+
+
+_DA_LEAD = bytes((0x00, 0x53, DELIVERY_ANNOTATIONS))
+_MA_LEAD = bytes((0x00, 0x53, MESSAGE_ANNOTATIONS))
+_PROPERTIES_LEAD = bytes((0x00, 0x53, PROPERTIES))
 
 
 def _leading(payload: bytes) -> tuple[int, int, int, int]:
@@ -286,8 +319,12 @@ def destination_annotation(payload: bytes, routed_address: str | None) -> str | 
 def _destination(payload: bytes, props: int, routed_address: str | None) -> str | None:
     if routed_address is None:
         return None
-    to = list_field(payload, props, 2) if props >= 0 else None
-    return None if to == routed_address else routed_address
+    if props < 0 or payload[props + 1 : props + 4] == _EMPTY_PROPERTIES:
+        return routed_address
+    return None if list_field(payload, props, 2) == routed_address else routed_address
+
+
+_EMPTY_PROPERTIES = bytes((0x53, PROPERTIES, 0x45))  # a list0: no `to`
 
 
 # -------------------------------------------------------------------------------------------- decode

@@ -45,6 +45,16 @@ def _uint(v: int) -> bytes:
     return _UINT(0x70, v)
 
 
+_SINGLE_FIXED = HEADER_SIZE + 6 + 2 + 5 + 2 + 2  # every byte of a single-frame transfer but tag and payload
+_SINGLE_HEADS: dict[int, struct.Struct] = {}
+
+
+def _single_head(tag_size: int) -> struct.Struct:
+    head = struct.Struct(f">IBBH6B2BBI2B{tag_size}s2B")
+    _SINGLE_HEADS[tag_size] = head
+    return head
+
+
 def transfer_frames(
     channel: int,
     handle: int,
@@ -56,15 +66,17 @@ def transfer_frames(
     message_format: int = 0,
 ) -> list[bytes]:
     """Encode one delivery as one or more transfer frames, split to fit `max_frame_size`."""
-    if message_format == 0 and len(tag) <= 32:
-        # The usual delivery, built in one go: list8 of handle, delivery-id (always uint), binary8 tag,
-        # message-format 0, settled.
-        fields = b"".join((_uint(handle), _UINT(0x70, delivery_id), bytes((0xA0, len(tag))), tag))
-        size = len(fields) + 8 + len(payload)  # + descriptor 3, list8 size and count 2, format, settled
-        if size + HEADER_SIZE <= max_frame_size:
-            head = _HEADER.pack(size + HEADER_SIZE, 2, FRAME_AMQP, channel)
-            list8 = bytes((0x00, 0x53, 0x14, 0xC0, len(fields) + 3, 5))
-            return [b"".join((head, list8, fields, b"\x43\x41" if settled else b"\x43\x42", payload))]
+    n = len(tag)
+    if message_format == 0 and n <= 32 and handle < 256:
+        # The usual delivery, in one struct: frame header, then a list8 of handle (smalluint), delivery-id
+        # (uint), binary8 tag, message-format 0 (uint0) and settled, then the payload.
+        size = _SINGLE_FIXED + n + len(payload)
+        if size <= max_frame_size:
+            head = (_SINGLE_HEADS.get(n) or _single_head(n)).pack(
+                size, 2, FRAME_AMQP, channel, 0x00, 0x53, 0x14, 0xC0, 12 + n, 5,
+                0x52, handle, 0x70, delivery_id, 0xA0, n, tag, 0x43, 0x41 if settled else 0x42,
+            )  # fmt: skip
+            return [head + payload]
     fmt = b"\x43" if message_format == 0 else _uint(message_format)
     first_fields = [
         _uint(handle),

@@ -8,8 +8,15 @@ import itertools
 import pytest
 from proton import Message, symbol
 
-from broker_core.amqp.codec import decode_value, encode
-from broker_core.message import Header, MessageView, _header_from_list, _short_header, sections
+from broker_core.amqp.codec import DecodeError, Symbol, decode_value, encode
+from broker_core.message import (
+    Header,
+    MessageView,
+    _header_from_list,
+    _short_header,
+    list_field,
+    sections,
+)
 from mirror import wire
 from mirror.json_shapes import AddressInfo, RoutingType
 from mirror.target import RecentIds
@@ -66,6 +73,46 @@ def test_replicate_equals_the_general_encoder_and_the_destination_rule() -> None
         decoded = wire.decode_mirror_delivery(general)
         assert isinstance(decoded, wire.ReplicatedMessage)
         assert (decoded.mr_id, decoded.broker_id, decoded.destination) == (mr_id, origin, dst)
+
+
+def _leading_layouts() -> list[bytes]:
+    """Messages whose leading sections use either descriptor form, or are absent, cut or odd."""
+
+    def section(code: int, name: str, value: bytes, symbolic: bool) -> bytes:
+        descriptor = encode(Symbol(name)) if symbolic else bytes((0x53, code))
+        return b"\x00" + descriptor + value
+
+    to = encode(["id-1", None, "orders"])  # message-id, user-id, to
+    choices = [
+        [None, (0x70, "amqp:header:list", b"\xc0\x02\x01\x41")],
+        [None, (0x71, "amqp:delivery-annotations:map", b"\xc1\x01\x00")],
+        [None, (0x72, "amqp:message-annotations:map", encode({Symbol("m"): 1}))],
+        [None, (0x73, "amqp:properties:list", b"\x45"), (0x73, "amqp:properties:list", to)],
+    ]
+    body = b"\x00\x53\x77\xa1\x01x"
+    out = []
+    for picked in itertools.product(*choices):
+        present = [c for c in picked if c is not None]
+        for symbolic in itertools.product((False, True), repeat=len(present)):
+            lead = b"".join(section(*c, sym) for c, sym in zip(present, symbolic, strict=True))
+            out += [lead + body, lead]
+    out += [b"\x00\x53\x70\xc0\x09\x01", b"\x00\x53\x99\x40", b"\x00\x53"]  # cut, unknown, short
+    return out
+
+
+def test_the_source_fast_path_finds_the_sections_the_general_reader_finds() -> None:
+    for payload in _leading_layouts():
+        try:
+            head_end, da_end, _, props = wire._leading(payload)
+        except (DecodeError, IndexError) as exc:
+            with pytest.raises(type(exc)):
+                wire._head(payload)
+            continue
+        assert wire._head(payload) == (head_end, da_end, props), payload.hex()
+        for routed in ("orders", "other"):
+            to = list_field(payload, props, 2) if props >= 0 else None
+            expected = None if to == routed else routed
+            assert wire.destination_annotation(payload, routed) == expected, payload.hex()
 
 
 def test_long_destinations_use_a_map32() -> None:
