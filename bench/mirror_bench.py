@@ -32,6 +32,7 @@ from bench.load import rhea_throughput  # noqa: E402
 from bench.targets import Endpoint  # noqa: E402
 from connections.cli import Management  # noqa: E402
 from tests.peers.ports import free_port, wait_until  # noqa: E402
+from tests.peers.procs import tree_cpu_seconds  # noqa: E402
 from tests.peers.rhea import Rhea  # noqa: E402
 from tests.support.broker import BrokerProcess  # noqa: E402
 
@@ -146,9 +147,13 @@ def main() -> None:
                 "   (floor p99 < 50 ms)"
             )
 
-            ratios = [catch_up(dc1, f"outage{i}", args.outage, args.size) for i in range(args.repeat)]
+            runs = [catch_up(dc1, dc2, f"outage{i}", args.outage, args.size) for i in range(args.repeat)]
             print(f"catch-up after an outage of {args.outage} durable sends")
-            print(f"  drain rate / produce rate {median_range(ratios, 2)} x   (floor 2x)")
+            print(f"  drain rate / produce rate {median_range([r[0] for r in runs], 2)} x   (floor 2x)")
+            print(
+                f"  CPU us per drained event: DC1 (source) {median_range([r[1] for r in runs])}"
+                f"   DC2 (target) {median_range([r[2] for r in runs])}"
+            )
 
             loaded = [
                 catch_up_under_load(dc1, f"loaded{i}", args.outage, args.size, args.rate)
@@ -189,17 +194,27 @@ def _has_queue(b: BrokerProcess, name: str) -> bool:
     return isinstance(names, list) and name in names
 
 
-def catch_up(dc1: BrokerProcess, address: str, count: int, size: int) -> float:
+def catch_up(
+    dc1: BrokerProcess, dc2: BrokerProcess, address: str, count: int, size: int
+) -> tuple[float, float, float]:
+    """(drain rate ÷ produce rate, DC1's and DC2's CPU microseconds per drained event)."""
     manage(dc1, "stopBrokerConnection", ["DC2"])
     result = Rhea().send(dc1.url, address, count, size=size, durable=True)
     assert result["accepted"] == count, result
     produce_s = float(result["elapsed_s"])  # the sender's own clock: its start-up is not producing
     backlog = pending(dc1)
+    cpu = [_cpu(b) for b in (dc1, dc2)]
     t1 = time.time()  # the broker's clock: the end is when it accepted the last event, not when a poll saw it
     manage(dc1, "startBrokerConnection", ["DC2"])
     wait_until(lambda: pending(dc1) == 0, 600, "the backlog to drain")
     drain_s = last_accepted(dc1) - t1
-    return (backlog / drain_s) / (count / produce_s)
+    source_us, target_us = ((_cpu(b) - c) / backlog * 1e6 for b, c in zip((dc1, dc2), cpu, strict=True))
+    return (backlog / drain_s) / (count / produce_s), source_us, target_us
+
+
+def _cpu(b: BrokerProcess) -> float:
+    assert b.proc is not None
+    return tree_cpu_seconds(b.proc.pid)
 
 
 def catch_up_under_load(
