@@ -90,6 +90,36 @@ class LiveState:
         self.segment_total[seq] = self.segment_total.get(seq, 0) + size
         self._apply[type(record)](record, seq, offset, size)
 
+    def apply_written(
+        self, records: tuple[Record, ...], sizes: tuple[int, ...], seq: int, offset: int
+    ) -> int:
+        """`apply` for records written back to back from `offset`; returns where they end. The writer
+        thread's path: it holds the GIL here, so a new message for one live queue (nearly every
+        record) is taken in line."""
+        messages, queues, ids, handlers = self.messages, self.queues, self.max_ids, self._apply
+        live = 0
+        for record, size in zip(records, sizes, strict=True):
+            if type(record) is MessageAdded and len(record.queue_ids) == 1:
+                mid, qid = record.message_id, record.queue_ids[0]
+                if mid > ids[2]:
+                    ids[2] = mid
+                if qid > ids[1]:
+                    ids[1] = qid
+                if mid not in messages and qid in queues:
+                    messages[mid] = LiveMessage(seq, offset, size, [qid])
+                    live += size
+                    if self.records is not None:
+                        self.records[mid] = record
+                    offset += size
+                    continue
+            handlers[type(record)](record, seq, offset, size)
+            offset += size
+        total = sum(sizes)
+        self.segment_total[seq] = self.segment_total.get(seq, 0) + total
+        if live:
+            self.segment_live[seq] = self.segment_live.get(seq, 0) + live
+        return offset
+
     def live_records(self) -> int:
         return len(self.addresses) + len(self.queues) + len(self.messages) + len(self.meta)
 

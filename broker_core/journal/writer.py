@@ -79,11 +79,8 @@ class SegmentWriter:
             self._fd = -1
 
     def _apply(self, entry: Entry) -> None:
-        offset, seq, apply = self._position + entry.lead, self.seq, self._state.apply
-        for record, size in zip(entry.records, entry.sizes, strict=True):
-            apply(record, seq, offset, size)
-            offset += size
-        self._position = offset
+        start = self._position + entry.lead
+        self._position = self._state.apply_written(entry.records, entry.sizes, self.seq, start)
         self.records_written += len(entry.records)
 
     def _write(self, chunk: list[bytes]) -> None:
