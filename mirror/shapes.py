@@ -3,11 +3,13 @@
 A mirror stream repeats itself. One producer's messages share a header byte for byte, and the mirror's
 delivery annotations differ from one message to the next only in the 8 bytes of `x-opt-amq-mr-id`.
 So each distinct header, delivery-annotations section (id cut out) and message-annotations section
-is parsed once, by the general code, and remembered (the last shape is compared in place first); a
-message of a known shape then costs a few slices and lookups. Anything else (no header list, the id
-not first or not a long, a client's own delivery annotations, properties that are not a list) is not
-read here: `read` returns None and the caller takes its general path, which also reports what is
-malformed.
+is parsed once, by the general code, and remembered; a message of a known shape then costs a few
+slices and lookups. First of all, the last message's whole layout is tried: when the bytes either
+side of the id are the same as last time, nothing before the properties is read again.
+
+Anything else (no header list, the id not first or not a long, a client's own delivery annotations,
+properties that are not a list) is not read here: `read` returns None and the caller takes its
+general path, which also reports what is malformed.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ _LONG_AT = struct.Struct(">q").unpack_from
 
 # (stored payload, mirror id, (broker id, destination, target queues), to, absolute expiry, header)
 Read = tuple[bytes, int, tuple[Any, Any, Any], Any, Any, "tuple[Header, int] | None"]
+# (bytes before the id, bytes from after the id to `pos`, where the id starts, end of the header, end of
+# the delivery annotations, end of the message annotations (`pos`), annotation fields, header)
+_Layout = tuple[bytes, bytes, int, int, int, int, tuple[Any, Any, Any], "tuple[Header, int] | None"]
 
 
 class Shapes:
@@ -58,6 +63,9 @@ class Shapes:
         self.last_head = b""
         self.last_header: tuple[Header, int] | None = None
         self.last_annotations: tuple[bytes, bytes, tuple[Any, Any, Any] | None] = (b"", b"", None)
+        # The last message's whole layout up to its properties, the id cut out: when the next message
+        # has the same bytes either side of its id, nothing before the properties is read again.
+        self.last_layout: _Layout | None = None
 
     def read(self, payload: bytes) -> Read | None:
         try:
@@ -66,6 +74,11 @@ class Shapes:
             return None  # truncated or lying sizes: the general path says what is wrong
 
     def _read(self, payload: bytes) -> Read | None:
+        layout = self.last_layout
+        if layout is not None:
+            lead, tail, at, head_end, da_end, pos, fields, header = layout
+            if payload.startswith(lead) and payload.startswith(tail, at + 8):
+                return self._rest(payload, head_end, da_end, pos, _LONG_AT(payload, at)[0], fields, header)
         n = len(payload)
         header: tuple[Header, int] | None = None
         head_end = 0
@@ -139,6 +152,22 @@ class Shapes:
             if not plain:
                 return None
             pos = end
+        lead, tail = payload[: at + 1], payload[at + 9 : pos]
+        self.last_layout = (lead, tail, at + 1, head_end, da_end, pos, fields, header)
+        return self._rest(payload, head_end, da_end, pos, mr_id, fields, header)
+
+    def _rest(
+        self,
+        payload: bytes,
+        head_end: int,
+        da_end: int,
+        pos: int,
+        mr_id: int,
+        fields: tuple[Any, Any, Any],
+        header: tuple[Header, int] | None,
+    ) -> Read | None:
+        """From the end of the message annotations (`pos`): the properties' `to` and expiry, and the
+        message as the target stores it (without the mirror's delivery annotations)."""
         to: Any = None
         expiry: Any = None
         head = payload[pos : pos + 3]

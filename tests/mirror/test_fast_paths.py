@@ -218,6 +218,31 @@ def test_a_known_shape_is_read_from_the_memo_with_its_own_id_and_body() -> None:
         )
 
 
+def test_a_stream_of_mixed_layouts_reads_as_the_general_path_reads_it() -> None:
+    """Whatever came before (the last layout is reused only when the bytes either side of the id are
+    the same), each delivery decodes as the general path decodes it, with its own id and body."""
+    plain = Message(body="a", durable=True)
+    annotated = Message(body="b", durable=True)
+    annotated.annotations = {symbol("x-opt-jms-dest"): 1}
+    other_annotations = Message(body="c", durable=True)
+    other_annotations.annotations = {symbol("x-opt-jms-dest"): 2}  # same length, other bytes
+    with_to = Message(body="d", address="elsewhere", durable=True, id="m-1")
+    stream = []
+    for i, msg in enumerate([plain, plain, annotated, annotated, other_annotations, with_to, plain] * 3):
+        origin = (None, "node-a", "node-b")[i % 3]  # node-a and node-b: same length, other bytes
+        stream.append(wire.encode_replicated(bytes(msg.encode()), 100 + i, origin, "orders"))
+    stream.insert(3, wire.post_ack("orders", "orders", 7, None, wire.AckReason.NORMAL))
+    same = ("payload", "mr_id", "broker_id", "destination", "target_queues", "to")
+    for payload in stream:
+        fast, general = wire.decode_mirror_delivery(payload), wire.decode_general(payload)
+        assert type(fast) is type(general)
+        if isinstance(general, wire.ReplicatedMessage):
+            assert isinstance(fast, wire.ReplicatedMessage)
+            assert [getattr(fast, f) for f in same] == [getattr(general, f) for f in same]
+            view = MessageView(fast.payload, fast.parts, fast.expiry, fast.header)
+            assert view.absolute_expiry_time == MessageView(general.payload).absolute_expiry_time
+
+
 def test_an_event_never_takes_the_message_memo() -> None:
     ack = wire.post_ack("orders", "orders", 7, "node-a", wire.AckReason.NORMAL)
     for _ in range(2):
