@@ -1,6 +1,7 @@
 """Mirroring cost, lag and catch-up, measured against the same broker without mirroring, in one run.
 
     .venv/bin/python bench/mirror_bench.py --count 20000 --rate 1000 --repeat 3
+    .venv/bin/python bench/mirror_bench.py --only catch-up --outage 30000 --repeat 5   # one measure
 
 1. throughput of durable 1 KiB sends (rhea sender and receiver on DC1) with DC1<->DC2 dual mirroring,
    as a ratio of a single broker with no mirror (floor 0.6);
@@ -100,6 +101,9 @@ def median_range(values: list[float], digits: int = 1) -> str:
     return f"{statistics.median(values):8.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
 
 
+MEASURES = ("throughput", "lag", "catch-up", "loaded")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -110,66 +114,84 @@ def main() -> None:
     parser.add_argument("--latency-count", type=int, default=5000)
     parser.add_argument("--outage", type=int, default=20000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--only", choices=MEASURES, action="append", help="run only this measure (repeatable; default: all)"
+    )
     args = parser.parse_args()
+    chosen = args.only or list(MEASURES)
 
     with tempfile.TemporaryDirectory(prefix="mirror-bench-") as tmp:
         home = Path(tmp)
-        solo = start(home, "solo", free_port(), None)
+        solo = start(home, "solo", free_port(), None) if "throughput" in chosen else None
         p1, p2 = free_port(), free_port()
         dc2 = start(home, "dc2", p2, ("DC1", p1))
         dc1 = start(home, "dc1", p1, ("DC2", p2))
         wait_until(lambda: "AMQ111003" in dc1.log() and "AMQ111003" in dc2.log(), 30, "mirrors up")
         try:
-            plain, mirrored, cpu_plain, cpu_mirrored = [], [], [], []
-            for i in range(args.repeat):
-                r = rhea_throughput(endpoint(solo, f"solo{i}"), args.count, args.size, True)
-                plain.append(r.msgs_per_s)
-                cpu_plain.append(r.broker_us_per_msg or 0.0)
-                r = rhea_throughput(endpoint(dc1, f"dual{i}"), args.count, args.size, True)
-                mirrored.append(r.msgs_per_s)
-                cpu_mirrored.append(r.broker_us_per_msg or 0.0)
-                wait_until(lambda: pending(dc1) == 0 and pending(dc2) == 0, 120, "mirrors to drain")
-            ratio = [m / p for m, p in zip(mirrored, plain, strict=True)]
-            print(
-                f"durable {args.size} B, {args.count} msgs, 1 sender + 1 receiver (rhea), {args.repeat} runs"
-            )
-            print(f"  no mirror    msgs/s {median_range(plain)}   DC1 CPU us/msg {median_range(cpu_plain)}")
-            cpu_m = median_range(cpu_mirrored)
-            print(f"  dual mirror  msgs/s {median_range(mirrored)}   DC1 CPU us/msg {cpu_m}")
-            print(f"  ratio mirrored/plain      {median_range([x * 100 for x in ratio])} %   (floor 60 %)")
-
-            lags = []
-            for i in range(args.repeat):
-                lags.append(cross_latency(dc1, dc2, f"lag{i}", args.latency_count, args.size, args.rate))
-            print(f"mirror lag DC1 -> DC2 consumer at {args.rate:.0f} msgs/s ({args.latency_count} msgs/run)")
-            print(
-                f"  p50 ms {median_range([x[0] for x in lags])}   p99 ms {median_range([x[1] for x in lags])}"
-                "   (floor p99 < 50 ms)"
-            )
-
-            runs = [catch_up(dc1, dc2, f"outage{i}", args.outage, args.size) for i in range(args.repeat)]
-            print(f"catch-up after an outage of {args.outage} durable sends")
-            print(f"  drain rate / produce rate {median_range([r[0] for r in runs], 2)} x   (floor 2x)")
-            print(
-                f"  CPU us per drained event: DC1 (source) {median_range([r[1] for r in runs])}"
-                f"   DC2 (target) {median_range([r[2] for r in runs])}"
-            )
-
-            loaded = [
-                catch_up_under_load(dc1, f"loaded{i}", args.outage, args.size, args.rate)
-                for i in range(args.repeat)
-            ]
-            print(f"catch-up after {args.outage} durable sends, traffic going on at {args.rate:.0f} msgs/s")
-            print(
-                f"  drain rate / produce rate {median_range([x[0] for x in loaded])} x"
-                f"   backlog cleared in s {median_range([x[1] for x in loaded])}"
-            )
+            if solo is not None:
+                throughput(args, solo, dc1, dc2)
+            if "lag" in chosen:
+                lag(args, dc1, dc2)
+            if "catch-up" in chosen:
+                catch_ups(args, dc1, dc2)
+            if "loaded" in chosen:
+                loaded(args, dc1)
         finally:
             for client in _CLIENTS.values():
                 client.close()
             _CLIENTS.clear()
             for b in (dc1, dc2, solo):
-                b.stop()
+                if b is not None:
+                    b.stop()
+
+
+def throughput(args: argparse.Namespace, solo: BrokerProcess, dc1: BrokerProcess, dc2: BrokerProcess) -> None:
+    plain, mirrored, cpu_plain, cpu_mirrored = [], [], [], []
+    for i in range(args.repeat):
+        r = rhea_throughput(endpoint(solo, f"solo{i}"), args.count, args.size, True)
+        plain.append(r.msgs_per_s)
+        cpu_plain.append(r.broker_us_per_msg or 0.0)
+        r = rhea_throughput(endpoint(dc1, f"dual{i}"), args.count, args.size, True)
+        mirrored.append(r.msgs_per_s)
+        cpu_mirrored.append(r.broker_us_per_msg or 0.0)
+        wait_until(lambda: pending(dc1) == 0 and pending(dc2) == 0, 120, "mirrors to drain")
+    ratio = [m / p for m, p in zip(mirrored, plain, strict=True)]
+    print(f"durable {args.size} B, {args.count} msgs, 1 sender + 1 receiver (rhea), {args.repeat} runs")
+    print(f"  no mirror    msgs/s {median_range(plain)}   DC1 CPU us/msg {median_range(cpu_plain)}")
+    print(f"  dual mirror  msgs/s {median_range(mirrored)}   DC1 CPU us/msg {median_range(cpu_mirrored)}")
+    print(f"  ratio mirrored/plain      {median_range([x * 100 for x in ratio])} %   (floor 60 %)")
+
+
+def lag(args: argparse.Namespace, dc1: BrokerProcess, dc2: BrokerProcess) -> None:
+    lags = [cross_latency(dc1, dc2, f"lag{i}", args.latency_count, args.size, args.rate) for i in _runs(args)]
+    print(f"mirror lag DC1 -> DC2 consumer at {args.rate:.0f} msgs/s ({args.latency_count} msgs/run)")
+    print(
+        f"  p50 ms {median_range([x[0] for x in lags])}   p99 ms {median_range([x[1] for x in lags])}"
+        "   (floor p99 < 50 ms)"
+    )
+
+
+def catch_ups(args: argparse.Namespace, dc1: BrokerProcess, dc2: BrokerProcess) -> None:
+    runs = [catch_up(dc1, dc2, f"outage{i}", args.outage, args.size) for i in _runs(args)]
+    print(f"catch-up after an outage of {args.outage} durable sends")
+    print(f"  drain rate / produce rate {median_range([r[0] for r in runs], 2)} x   (floor 2x)")
+    print(
+        f"  CPU us per drained event: DC1 (source) {median_range([r[1] for r in runs])}"
+        f"   DC2 (target) {median_range([r[2] for r in runs])}"
+    )
+
+
+def loaded(args: argparse.Namespace, dc1: BrokerProcess) -> None:
+    runs = [catch_up_under_load(dc1, f"loaded{i}", args.outage, args.size, args.rate) for i in _runs(args)]
+    print(f"catch-up after {args.outage} durable sends, traffic going on at {args.rate:.0f} msgs/s")
+    print(
+        f"  drain rate / produce rate {median_range([x[0] for x in runs])} x"
+        f"   backlog cleared in s {median_range([x[1] for x in runs])}"
+    )
+
+
+def _runs(args: argparse.Namespace) -> range:
+    return range(args.repeat)
 
 
 def cross_latency(
