@@ -234,6 +234,9 @@ class Server:
         """How to run `flush_pending` soon (the event loop's call_soon); without it, flush at once."""
         self._flush_scheduler = schedule
 
+    def pending_records(self) -> int:
+        return len(self._pending_records)
+
     def persist(self, record: Any) -> None:
         self._pending_records.append(record)
         self._schedule_flush()

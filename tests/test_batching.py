@@ -1,0 +1,57 @@
+"""Between socket reads, a large pending batch goes to the journal at once; a small one waits for the end
+of the loop turn (one group commit per turn), as before."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from broker_core.acceptor import BATCH_BETWEEN_READS, Flusher, Listener
+from broker_core.config.parser import load_config
+from broker_core.handoff import DurableCallbacks
+from broker_core.journal.records import MetaRecord
+from broker_core.server import Server
+from tests.support.broker import broker_xml
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[Server, Flusher, asyncio.AbstractEventLoop]]:
+    (tmp_path / "broker.xml").write_text(broker_xml("batching", 5672))
+    config, _ = load_config(tmp_path / "broker.xml")
+    loop = asyncio.new_event_loop()
+    durable = DurableCallbacks(loop)
+    srv = Server(config)
+    srv.start(dispatch=durable.dispatch)
+    listener = Listener(srv, loop, durable)  # wires the server's flushes to the end of the loop turn
+    try:
+        yield srv, listener.flusher, loop
+    finally:
+        srv.stop()
+        loop.close()
+
+
+def _written(srv: Server) -> int:
+    assert srv.journal is not None
+    srv.journal.flush()  # whatever was handed over is on disk now
+    return int(srv.journal.stats()["records_written"])
+
+
+def test_a_large_batch_goes_to_the_journal_between_reads(
+    server: tuple[Server, Flusher, asyncio.AbstractEventLoop],
+) -> None:
+    srv, flusher, loop = server
+    before = _written(srv)
+    for i in range(BATCH_BETWEEN_READS - 1):
+        srv.persist(MetaRecord(f"k{i % 7}", b"v"))
+    flusher.after_read()
+    assert _written(srv) == before, "a small batch waits for the end of the loop turn"
+    srv.persist(MetaRecord("k", b"last"))
+    flusher.after_read()
+    assert _written(srv) == before + BATCH_BETWEEN_READS  # handed over mid-turn
+    srv.persist(MetaRecord("k", b"small"))
+    flusher.after_read()
+    loop.run_until_complete(asyncio.sleep(0))  # the end of the loop turn
+    assert _written(srv) == before + BATCH_BETWEEN_READS + 1
