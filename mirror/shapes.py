@@ -76,9 +76,9 @@ class Shapes:
     def _read(self, payload: bytes) -> Read | None:
         layout = self.last_layout
         if layout is not None:
-            lead, tail, at, head_end, da_end, pos, fields, header = layout
+            lead, tail, at = layout[:3]
             if payload.startswith(lead) and payload.startswith(tail, at + 8):
-                return self._rest(payload, head_end, da_end, pos, _LONG_AT(payload, at)[0], fields, header)
+                return self._rest(payload, _LONG_AT(payload, at)[0], *layout[3:])
         n = len(payload)
         header: tuple[Header, int] | None = None
         head_end = 0
@@ -154,15 +154,15 @@ class Shapes:
             pos = end
         lead, tail = payload[: at + 1], payload[at + 9 : pos]
         self.last_layout = (lead, tail, at + 1, head_end, da_end, pos, fields, header)
-        return self._rest(payload, head_end, da_end, pos, mr_id, fields, header)
+        return self._rest(payload, mr_id, head_end, da_end, pos, fields, header)
 
     def _rest(
         self,
         payload: bytes,
+        mr_id: int,
         head_end: int,
         da_end: int,
         pos: int,
-        mr_id: int,
         fields: tuple[Any, Any, Any],
         header: tuple[Header, int] | None,
     ) -> Read | None:
