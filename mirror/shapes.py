@@ -76,9 +76,10 @@ class Shapes:
     def _read(self, payload: bytes) -> Read | None:
         layout = self.last_layout
         if layout is not None:
-            lead, tail, at = layout[:3]
+            lead, tail, at, h_end, d_end, m_end, known_fields, known_header = layout  # (slicing costs 0.5 us)
             if payload.startswith(lead) and payload.startswith(tail, at + 8):
-                return self._rest(payload, _LONG_AT(payload, at)[0], *layout[3:])
+                mr_id = _LONG_AT(payload, at)[0]
+                return self._rest(payload, mr_id, h_end, d_end, m_end, known_fields, known_header)
         n = len(payload)
         header: tuple[Header, int] | None = None
         head_end = 0
