@@ -133,7 +133,7 @@ class Shapes:
                     fields = self.annotations(payload, head_end, mr_id)
                 except (DecodeError, IndexError):
                     return None
-                _remember(self.delivery, shape, fields)
+                remember(self.delivery, shape, fields)
             self.last_annotations = (before, after, fields)
         assert fields is not None
         pos = da_end
@@ -149,7 +149,7 @@ class Shapes:
                     plain = not self.is_event(payload, pos)
                 except (DecodeError, IndexError):
                     return None
-                _remember(self.message, section, plain)
+                remember(self.message, section, plain)
             if not plain:
                 return None
             pos = end
@@ -189,11 +189,13 @@ class Shapes:
         if view.header_end != len(head):
             return None
         header = (view.header, view.header_end)
-        _remember(self.headers, head, header)
+        remember(self.headers, head, header)
         return header
 
 
-def _remember(memo: dict[bytes, Any], key: bytes, value: Any) -> None:
+def remember(memo: dict[bytes, Any], key: bytes, value: Any) -> None:
+    """Keep `value` under `key`, within bounds: keys over LONGEST bytes are not kept, and a memo that
+    reaches LIMIT entries starts over."""
     if len(key) > Shapes.LONGEST:
         return  # read every time rather than kept: memory stays bounded whatever a peer sends
     if len(memo) >= Shapes.LIMIT:

@@ -243,6 +243,35 @@ def test_a_stream_of_mixed_layouts_reads_as_the_general_path_reads_it() -> None:
             assert view.absolute_expiry_time == MessageView(general.payload).absolute_expiry_time
 
 
+def test_post_acks_decode_as_the_general_path_decodes_them() -> None:
+    """Each postAck, the first time and again from the memo, and another id on remembered bytes."""
+    cases = itertools.product(
+        ("q1", "q2"),
+        (None, "node-a"),
+        (wire.AckReason.NORMAL, wire.AckReason.EXPIRED),
+        (5, 300, 2**40, -(2**40)),  # 5: a smalllong, which is not remembered
+    )
+    for queue, origin, reason, mid in cases:
+        payload = wire.post_ack("orders", queue, mid, origin, reason)
+        for _ in range(2):
+            assert wire.decode_mirror_delivery(payload) == wire.decode_general(payload)
+    again = wire.post_ack("orders", "q1", 777_777, "node-a", wire.AckReason.NORMAL)
+    event = wire.decode_mirror_delivery(again)
+    assert isinstance(event, wire.ControlEvent)
+    assert (event.message_id, event.queue, event.broker_id) == (777_777, "q1", "node-a")
+
+
+def test_a_post_ack_whose_last_bytes_are_not_its_body_is_never_remembered() -> None:
+    """A footer whose last 12 bytes look like an amqp-value long: the id comes from the real body."""
+    for lookalike_id in (98, 99):
+        lookalike = b"\x00\x53\x77\x81" + lookalike_id.to_bytes(8, "big")
+        footer = b"\x00\x53\x78" + encode({Symbol("x"): lookalike})
+        payload = wire.post_ack("orders", "q9", 1000, None, wire.AckReason.NORMAL) + footer
+        assert payload.endswith(lookalike)
+        event = wire.decode_mirror_delivery(payload)
+        assert isinstance(event, wire.ControlEvent) and event.message_id == 1000
+
+
 def test_an_event_never_takes_the_message_memo() -> None:
     ack = wire.post_ack("orders", "orders", 7, "node-a", wire.AckReason.NORMAL)
     for _ in range(2):
