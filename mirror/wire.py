@@ -409,7 +409,7 @@ def decode_mirror_delivery(payload: bytes) -> MirrorDelivery:
 
 # A source sends every postAck of one queue (and origin, and reason) with the same bytes but for the
 # message id, a long in the amqp-value body at the very end: such an event is decoded once and
-# remembered without those 8 bytes (11 us -> about 1 us a postAck, one per consumed message).
+# remembered without those 8 bytes (11 us -> about 2 us a postAck, one per consumed message).
 _LONG_BODY = b"\x00\x53\x77\x81"
 _POST_ACKS: dict[bytes, ControlEvent] = {}
 
