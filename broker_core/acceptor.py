@@ -49,13 +49,7 @@ class Flusher:
 
     def flush(self) -> None:
         self.scheduled = False
-        try:
-            self.server.flush_pending()
-        except JournalError as exc:
-            # Nothing can be made durable any more: stop (Artemis's critical I/O policy), loudly.
-            log.critical("journal failed, the broker cannot persist and shuts down: %s", exc)
-            if self.on_fatal is not None:
-                self.on_fatal(exc)
+        self._hand_to_journal()
         while self.dirty:
             dirty, self.dirty = self.dirty, {}
             for ep in dirty.values():
@@ -67,8 +61,17 @@ class Flusher:
         (a mirror target's batch was up to 7,000 deliveries, its last one holding up the end of a
         catch-up), and journal callbacks that are ready run now, so that what is durable is confirmed."""
         if self.server.pending_records() >= BATCH_BETWEEN_READS:
-            self.server.flush_pending()
+            self._hand_to_journal()
         self.durable.run()
+
+    def _hand_to_journal(self) -> None:
+        try:
+            self.server.flush_pending()
+        except JournalError as exc:
+            # Nothing can be made durable any more: stop (Artemis's critical I/O policy), loudly.
+            log.critical("journal failed, the broker cannot persist and shuts down: %s", exc)
+            if self.on_fatal is not None:
+                self.on_fatal(exc)
 
 
 class AmqpSocket(asyncio.Protocol):

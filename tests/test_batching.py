@@ -12,6 +12,7 @@ import pytest
 from broker_core.acceptor import BATCH_BETWEEN_READS, Flusher, Listener
 from broker_core.config.parser import load_config
 from broker_core.handoff import DurableCallbacks
+from broker_core.journal.errors import JournalError
 from broker_core.journal.records import MetaRecord
 from broker_core.server import Server
 from tests.support.broker import broker_xml
@@ -55,3 +56,19 @@ def test_a_large_batch_goes_to_the_journal_between_reads(
     flusher.after_read()
     loop.run_until_complete(asyncio.sleep(0))  # the end of the loop turn
     assert _written(srv) == before + BATCH_BETWEEN_READS + 1
+
+
+def test_a_journal_that_fails_during_a_read_stops_the_broker_instead_of_raising(
+    server: tuple[Server, Flusher, asyncio.AbstractEventLoop],
+) -> None:
+    """The hand-over between reads treats a dead journal as the end of the loop turn does: the broker
+    is told to stop, and nothing is raised into the socket layer."""
+    srv, flusher, _loop = server
+    fatal: list[BaseException] = []
+    flusher.on_fatal = fatal.append
+    assert srv.journal is not None
+    srv.journal.close()  # what a failed write leaves behind: a journal that takes nothing more
+    for i in range(BATCH_BETWEEN_READS):
+        srv.persist(MetaRecord(f"k{i % 7}", b"v"))
+    flusher.after_read()
+    assert len(fatal) == 1 and isinstance(fatal[0], JournalError)
