@@ -59,10 +59,6 @@ class Shapes:
         self.headers: dict[bytes, tuple[Header, int]] = {}
         self.delivery: dict[bytes, tuple[Any, Any, Any]] = {}
         self.message: dict[bytes, bool] = {}
-        # The last message's shape, tried first: compared in place, it costs no slice and no hash.
-        self.last_head = b""
-        self.last_header: tuple[Header, int] | None = None
-        self.last_annotations: tuple[bytes, bytes, tuple[Any, Any, Any] | None] = (b"", b"", None)
         # The last message's whole layout up to its properties, the id cut out: when the next message
         # has the same bytes either side of its id, nothing before the properties is read again.
         self.last_layout: _Layout | None = None
@@ -94,15 +90,10 @@ class Shapes:
                 head_end = 4
             else:
                 return None
-            last = self.last_head
-            if len(last) == head_end and payload.startswith(last):
-                header = self.last_header
-            else:
-                head = payload[:head_end]
-                header = self.headers.get(head) or self._header(head)
-                if header is None:
-                    return None
-                self.last_head, self.last_header = head, header
+            head = payload[:head_end]
+            header = self.headers.get(head) or self._header(head)
+            if header is None:
+                return None
         # The mirror's delivery annotations: a map whose first entry is the id, a long.
         p = head_end + 3
         if payload[head_end:p] != _DELIVERY_ANNOTATIONS or p >= n:
@@ -119,24 +110,14 @@ class Shapes:
         if da_end > n or at + 9 > da_end or payload[items:at] != key or payload[at] != 0x81:
             return None
         mr_id = _LONG_AT(payload, at + 1)[0]
-        before, after, fields = self.last_annotations  # the bytes either side of the id
-        if not (
-            len(before) == at - head_end
-            and len(after) == da_end - at - 9
-            and payload.startswith(before, head_end)
-            and payload.startswith(after, at + 9)
-        ):
-            before, after = payload[head_end:at], payload[at + 9 : da_end]
-            shape = before + after
-            fields = self.delivery.get(shape)
-            if fields is None:
-                try:
-                    fields = self.annotations(payload, head_end, mr_id)
-                except (DecodeError, IndexError):
-                    return None
-                remember(self.delivery, shape, fields)
-            self.last_annotations = (before, after, fields)
-        assert fields is not None
+        shape = payload[head_end:at] + payload[at + 9 : da_end]  # the annotations, the id cut out
+        fields = self.delivery.get(shape)
+        if fields is None:
+            try:
+                fields = self.annotations(payload, head_end, mr_id)
+            except (DecodeError, IndexError):
+                return None
+            remember(self.delivery, shape, fields)
         pos = da_end
         if payload[pos : pos + 3] == _MESSAGE_ANNOTATIONS:
             try:
