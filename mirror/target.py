@@ -23,7 +23,7 @@ from broker_core.message import MessageView
 from broker_core.security import SecurityError
 from broker_core.server import ACK_EXPIRED, ANYCAST, MULTICAST
 
-from . import wire
+from . import decode, wire
 from .attach import mirror_refusal, mirror_target_answer, remote_broker_id, send_permission_refusal
 
 if TYPE_CHECKING:
@@ -173,16 +173,16 @@ class MirrorTarget:
         """Apply one delivery from `remote_id`; returns True when it journalled something durable."""
         srv = self.server
         try:
-            delivery = wire.decode_mirror_delivery(payload)
-        except wire.MirrorDecodeError as exc:
+            delivery = decode.decode_mirror_delivery(payload)
+        except decode.MirrorDecodeError as exc:
             self.stats["errors"] += 1
             log.warning("mirror from %s: undecodable delivery dropped: %s", remote_id, exc)
             return False
         srv.mirror_context = remote_id
         try:
-            if isinstance(delivery, wire.ReplicatedMessage):
+            if isinstance(delivery, decode.ReplicatedMessage):
                 return self._message(remote_id, delivery)
-            if isinstance(delivery, wire.ControlEvent):
+            if isinstance(delivery, decode.ControlEvent):
                 self.stats["events"] += 1
                 return self._event(remote_id, delivery)
             self.stats["unknown_events"] += 1
@@ -197,7 +197,7 @@ class MirrorTarget:
 
     # -------------------------------------------------------------------------------- messages
 
-    def _message(self, remote_id: str, m: wire.ReplicatedMessage) -> bool:
+    def _message(self, remote_id: str, m: decode.ReplicatedMessage) -> bool:
         origin = m.broker_id or remote_id
         recent = self.dedup.get(origin) or self._recent(origin)
         if recent.seen(m.mr_id):
@@ -228,7 +228,7 @@ class MirrorTarget:
 
     # ---------------------------------------------------------------------------------- events
 
-    def _event(self, remote_id: str, ev: wire.ControlEvent) -> bool:
+    def _event(self, remote_id: str, ev: decode.ControlEvent) -> bool:
         srv = self.server
         kind = ev.kind
         if kind == wire.POST_ACK:

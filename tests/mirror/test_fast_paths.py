@@ -17,7 +17,7 @@ from broker_core.message import (
     list_field,
     sections,
 )
-from mirror import wire
+from mirror import decode, wire
 from mirror.json_shapes import AddressInfo, RoutingType
 from mirror.target import RecentIds
 
@@ -70,8 +70,8 @@ def test_replicate_equals_the_general_encoder_and_the_destination_rule() -> None
         dst = wire.destination_annotation(payload, routed)
         general = wire.encode_replicated(payload, mr_id, origin, dst)
         assert wire.replicate(payload, mr_id, origin, routed) == general
-        decoded = wire.decode_mirror_delivery(general)
-        assert isinstance(decoded, wire.ReplicatedMessage)
+        decoded = decode.decode_mirror_delivery(general)
+        assert isinstance(decoded, decode.ReplicatedMessage)
         assert (decoded.mr_id, decoded.broker_id, decoded.destination) == (mr_id, origin, dst)
 
 
@@ -103,7 +103,7 @@ def _leading_layouts() -> list[bytes]:
 def test_the_source_fast_path_finds_the_sections_the_general_reader_finds() -> None:
     for payload in _leading_layouts():
         try:
-            head_end, da_end, _, props = wire._leading(payload)
+            head_end, da_end, _, props = wire.leading_sections(payload)
         except (DecodeError, IndexError) as exc:
             with pytest.raises(type(exc)):
                 wire._head(payload)
@@ -119,8 +119,8 @@ def test_long_destinations_use_a_map32() -> None:
     payload = bytes(Message(body="x").encode())
     address = "a" * 300
     out = wire.encode_replicated(payload, 5, "node-b", address)
-    decoded = wire.decode_mirror_delivery(out)
-    assert isinstance(decoded, wire.ReplicatedMessage)
+    decoded = decode.decode_mirror_delivery(out)
+    assert isinstance(decoded, decode.ReplicatedMessage)
     assert (decoded.mr_id, decoded.broker_id, decoded.destination) == (5, "node-b", address)
 
 
@@ -146,8 +146,8 @@ def _messages() -> list[bytes]:
 
 @pytest.mark.parametrize("payload", _messages(), ids=lambda p: p[:12].hex())
 def test_the_target_fast_path_decodes_what_the_general_path_decodes(payload: bytes) -> None:
-    fast, general = wire.decode_mirror_delivery(payload), wire.decode_general(payload)
-    assert isinstance(fast, wire.ReplicatedMessage) and isinstance(general, wire.ReplicatedMessage)
+    fast, general = decode.decode_mirror_delivery(payload), decode.decode_general(payload)
+    assert isinstance(fast, decode.ReplicatedMessage) and isinstance(general, decode.ReplicatedMessage)
     same = ("payload", "mr_id", "broker_id", "destination", "target_queues", "to")
     assert [getattr(fast, f) for f in same] == [getattr(general, f) for f in same]
     assert general.parts == sections(general.payload)
@@ -159,11 +159,11 @@ def test_the_target_fast_path_decodes_what_the_general_path_decodes(payload: byt
 def test_annotations_reject_a_map_that_lies_about_its_size() -> None:
     body = encode(symbol("x-opt-amq-mr-id")) + b"\x81" + (7).to_bytes(8, "big")
     good = b"\x00\x53\x71\xc1" + bytes((len(body) + 1, 2)) + body + b"\x00\x53\x77\x40"
-    decoded = wire.decode_mirror_delivery(good)
-    assert isinstance(decoded, wire.ReplicatedMessage) and decoded.mr_id == 7
+    decoded = decode.decode_mirror_delivery(good)
+    assert isinstance(decoded, decode.ReplicatedMessage) and decoded.mr_id == 7
     bad = b"\x00\x53\x71\xc1" + bytes((len(body) + 3, 2)) + body + b"\x40\x40" + b"\x00\x53\x77\x40"
-    with pytest.raises(wire.MirrorDecodeError):
-        wire.decode_mirror_delivery(bad)
+    with pytest.raises(decode.MirrorDecodeError):
+        decode.decode_mirror_delivery(bad)
 
 
 def test_recent_ids_window_and_floor() -> None:
@@ -191,8 +191,8 @@ def test_events_decode_as_the_general_path_decodes_them() -> None:
         wire.delete_queue("orders", "orders"),
     ]
     for payload in events:
-        fast, general = wire.decode_mirror_delivery(payload), wire.decode_general(payload)
-        assert isinstance(fast, wire.ControlEvent) and fast == general
+        fast, general = decode.decode_mirror_delivery(payload), decode.decode_general(payload)
+        assert isinstance(fast, decode.ControlEvent) and fast == general
 
 
 def test_a_known_shape_is_read_from_the_memo_with_its_own_id_and_body() -> None:
@@ -202,8 +202,8 @@ def test_a_known_shape_is_read_from_the_memo_with_its_own_id_and_body() -> None:
         msg.annotations = {symbol("x-opt-jms-dest"): 1}  # message annotations that are not an event
     for mr_id, msg in ((41, first), (42, second)):
         payload = wire.encode_replicated(bytes(msg.encode()), mr_id, "node-a", "orders")
-        fast, general = wire.decode_mirror_delivery(payload), wire.decode_general(payload)
-        assert isinstance(fast, wire.ReplicatedMessage) and fast.header is not None
+        fast, general = decode.decode_mirror_delivery(payload), decode.decode_general(payload)
+        assert isinstance(fast, decode.ReplicatedMessage) and fast.header is not None
         assert (fast.mr_id, fast.payload, fast.destination, fast.broker_id) == (
             general.mr_id,
             general.payload,
@@ -234,10 +234,10 @@ def test_a_stream_of_mixed_layouts_reads_as_the_general_path_reads_it() -> None:
     stream.insert(3, wire.post_ack("orders", "orders", 7, None, wire.AckReason.NORMAL))
     same = ("payload", "mr_id", "broker_id", "destination", "target_queues", "to")
     for payload in stream:
-        fast, general = wire.decode_mirror_delivery(payload), wire.decode_general(payload)
+        fast, general = decode.decode_mirror_delivery(payload), decode.decode_general(payload)
         assert type(fast) is type(general)
-        if isinstance(general, wire.ReplicatedMessage):
-            assert isinstance(fast, wire.ReplicatedMessage)
+        if isinstance(general, decode.ReplicatedMessage):
+            assert isinstance(fast, decode.ReplicatedMessage)
             assert [getattr(fast, f) for f in same] == [getattr(general, f) for f in same]
             view = MessageView(fast.payload, fast.parts, fast.expiry, fast.header)
             assert view.absolute_expiry_time == MessageView(general.payload).absolute_expiry_time
@@ -254,10 +254,10 @@ def test_post_acks_decode_as_the_general_path_decodes_them() -> None:
     for queue, origin, reason, mid in cases:
         payload = wire.post_ack("orders", queue, mid, origin, reason)
         for _ in range(2):
-            assert wire.decode_mirror_delivery(payload) == wire.decode_general(payload)
+            assert decode.decode_mirror_delivery(payload) == decode.decode_general(payload)
     again = wire.post_ack("orders", "q1", 777_777, "node-a", wire.AckReason.NORMAL)
-    event = wire.decode_mirror_delivery(again)
-    assert isinstance(event, wire.ControlEvent)
+    event = decode.decode_mirror_delivery(again)
+    assert isinstance(event, decode.ControlEvent)
     assert (event.message_id, event.queue, event.broker_id) == (777_777, "q1", "node-a")
 
 
@@ -268,31 +268,31 @@ def test_a_post_ack_whose_last_bytes_are_not_its_body_is_never_remembered() -> N
         footer = b"\x00\x53\x78" + encode({Symbol("x"): lookalike})
         payload = wire.post_ack("orders", "q9", 1000, None, wire.AckReason.NORMAL) + footer
         assert payload.endswith(lookalike)
-        event = wire.decode_mirror_delivery(payload)
-        assert isinstance(event, wire.ControlEvent) and event.message_id == 1000
+        event = decode.decode_mirror_delivery(payload)
+        assert isinstance(event, decode.ControlEvent) and event.message_id == 1000
 
 
 def test_an_event_never_takes_the_message_memo() -> None:
     ack = wire.post_ack("orders", "orders", 7, "node-a", wire.AckReason.NORMAL)
     for _ in range(2):
-        assert isinstance(wire.decode_mirror_delivery(ack), wire.ControlEvent)
+        assert isinstance(decode.decode_mirror_delivery(ack), decode.ControlEvent)
 
 
 def test_a_shape_too_long_to_keep_is_read_every_time() -> None:
     queues = [f"queue-with-a-long-name-{i:04d}" for i in range(100)]  # annotations over Shapes.LONGEST
     for mr_id in (7, 8):
         payload = wire.encode_replicated(bytes(Message(body="x").encode()), mr_id, "node-a", None, queues)
-        decoded = wire.decode_mirror_delivery(payload)
-        assert isinstance(decoded, wire.ReplicatedMessage)
+        decoded = decode.decode_mirror_delivery(payload)
+        assert isinstance(decoded, decode.ReplicatedMessage)
         assert (decoded.mr_id, decoded.target_queues) == (mr_id, tuple(queues))
-        assert decoded.payload == wire.decode_general(payload).payload
+        assert decoded.payload == decode.decode_general(payload).payload
 
 
 def test_every_truncation_of_a_replicated_message_is_a_decode_error_or_a_message() -> None:
     """Cut anywhere, a delivery never raises anything but MirrorDecodeError (a peer's bad bytes are
     logged and dropped by the target, never an internal error on the mirror connection)."""
     full = wire.encode_replicated(bytes(Message(body="x" * 40, durable=True).encode()), 3, "node-a", "q")
-    wire.decode_mirror_delivery(full)  # the shape is now known
+    decode.decode_mirror_delivery(full)  # the shape is now known
     for cut in range(1, len(full)):
-        with contextlib.suppress(wire.MirrorDecodeError):
-            wire.decode_mirror_delivery(full[:cut])
+        with contextlib.suppress(decode.MirrorDecodeError):
+            decode.decode_mirror_delivery(full[:cut])

@@ -10,7 +10,7 @@ from proton import Data, Message, symbol, ulong
 
 from broker_core.amqp.codec import Array, Symbol, encode
 from broker_core.amqp.performatives import Attach, Source, Target
-from mirror import wire
+from mirror import decode, wire
 from mirror.attach import (
     check_target_answer,
     core_tunnelling_agreed,
@@ -19,8 +19,9 @@ from mirror.attach import (
     mirror_target_answer,
     refusal_frames,
 )
+from mirror.decode import ControlEvent, MirrorDecodeError, MissingMirrorId, ReplicatedMessage
 from mirror.json_shapes import AddressInfo, JsonShapeError, QueueConfiguration, RoutingType
-from mirror.wire import AckReason, ControlEvent, MirrorDecodeError, MissingMirrorId, ReplicatedMessage
+from mirror.wire import AckReason
 
 # ------------------------------------------------------------------ proton walk: (type, value) trees
 
@@ -270,23 +271,23 @@ def test_encode_replicated_rejects_non_sections() -> None:
 
 
 def test_decode_control_events_round_trip() -> None:
-    add = wire.decode_mirror_delivery(EVENTS["addAddress"])
+    add = decode.decode_mirror_delivery(EVENTS["addAddress"])
     assert isinstance(add, ControlEvent) and add.kind == "addAddress" and add.address == "orders"
     assert add.address_info() == AddressInfo(
         name="orders", routing_types=(RoutingType.ANYCAST,), created_timestamp=1700
     )  # id is not read back
-    create = wire.decode_mirror_delivery(EVENTS["createQueue"])
+    create = decode.decode_mirror_delivery(EVENTS["createQueue"])
     assert isinstance(create, ControlEvent) and create.queue == "orders.q"
     assert create.queue_configuration() == QueueConfiguration(
         name="orders.q", address="orders", routing_type=RoutingType.ANYCAST
     )
-    dq = wire.decode_mirror_delivery(EVENTS["deleteQueue"])
+    dq = decode.decode_mirror_delivery(EVENTS["deleteQueue"])
     assert isinstance(dq, ControlEvent) and (dq.address, dq.queue, dq.body) == (
         "orders",
         "orders.q",
         "orders.q",
     )
-    ack = wire.decode_mirror_delivery(wire.post_ack("orders", "q", 2**62, "node-a", AckReason.KILLED))
+    ack = decode.decode_mirror_delivery(wire.post_ack("orders", "q", 2**62, "node-a", AckReason.KILLED))
     assert ack == ControlEvent(
         kind=wire.POST_ACK,
         address="orders",
@@ -296,7 +297,7 @@ def test_decode_control_events_round_trip() -> None:
         message_id=2**62,
         body=None,
     )
-    local = wire.decode_mirror_delivery(EVENTS["postAck"])
+    local = decode.decode_mirror_delivery(EVENTS["postAck"])
     assert isinstance(local, ControlEvent)
     assert (local.broker_id, local.reason, local.message_id) == (None, AckReason.NORMAL, 42)
 
@@ -317,7 +318,7 @@ def test_decode_event_encoded_by_an_independent_encoder() -> None:
         },
         17,
     )
-    event = wire.decode_mirror_delivery(payload)
+    event = decode.decode_mirror_delivery(payload)
     assert isinstance(event, ControlEvent)
     assert (event.kind, event.queue, event.reason, event.message_id) == (
         "postAck",
@@ -328,15 +329,15 @@ def test_decode_event_encoded_by_an_independent_encoder() -> None:
 
 
 def test_unknown_or_string_event_types_are_ignored_like_artemis() -> None:
-    unknown = wire.decode_mirror_delivery(artemis_event(symbol("renameQueue"), {}, "x"))
-    assert unknown == wire.UnknownEvent("renameQueue")
-    as_string = wire.decode_mirror_delivery(artemis_event("postAck", {}, 1))
-    assert isinstance(as_string, wire.UnknownEvent) and not isinstance(as_string.event_type, Symbol)
+    unknown = decode.decode_mirror_delivery(artemis_event(symbol("renameQueue"), {}, "x"))
+    assert unknown == decode.UnknownEvent("renameQueue")
+    as_string = decode.decode_mirror_delivery(artemis_event("postAck", {}, 1))
+    assert isinstance(as_string, decode.UnknownEvent) and not isinstance(as_string.event_type, Symbol)
 
 
 def test_unknown_ack_reason_reads_as_normal() -> None:
     payload = artemis_event(symbol("postAck"), {symbol("x-opt-amq-mr-ack-reason"): 9}, 1)
-    event = wire.decode_mirror_delivery(payload)
+    event = decode.decode_mirror_delivery(payload)
     assert isinstance(event, ControlEvent) and event.reason == AckReason.NORMAL
 
 
@@ -352,13 +353,13 @@ def test_unknown_ack_reason_reads_as_normal() -> None:
 )
 def test_malformed_events_are_decode_errors(event: str, annotations: dict[Any, Any], body: Any) -> None:
     with pytest.raises(MirrorDecodeError):
-        wire.decode_mirror_delivery(artemis_event(symbol(event), annotations, body))
+        decode.decode_mirror_delivery(artemis_event(symbol(event), annotations, body))
 
 
 def test_decode_replicated_message_strips_mirror_da() -> None:
     original = client_message()
     out = wire.encode_replicated(original, 42, "node-a", "orders.eu", ["q1"])
-    got = wire.decode_mirror_delivery(out)
+    got = decode.decode_mirror_delivery(out)
     assert isinstance(got, ReplicatedMessage)
     assert (got.mr_id, got.broker_id, got.destination, got.target_queues) == (
         42,
@@ -369,7 +370,7 @@ def test_decode_replicated_message_strips_mirror_da() -> None:
     assert got.to == "orders" and got.address == "orders.eu"
     assert 0x71 not in codes(got.payload)
     assert got.payload == b"".join(raw for c, _, raw in sections(original) if c != 0x71)
-    plain = wire.decode_mirror_delivery(wire.encode_replicated(original, 1))
+    plain = decode.decode_mirror_delivery(wire.encode_replicated(original, 1))
     assert isinstance(plain, ReplicatedMessage)
     assert (plain.broker_id, plain.destination, plain.target_queues, plain.address) == (
         None,
@@ -383,17 +384,17 @@ def test_target_queues_as_array_are_tolerated() -> None:
     da = encode({wire.INTERNAL_ID: 3, wire.TARGET_QUEUES: Array(0xA1, ["a", "b"])})
     payload = b"\x00\x53\x71" + da + b"\x00\x53\x77\xa1\x01x"
     assert section(payload, 0x71)[1][1][1][0] == Data.ARRAY  # really an array on the wire
-    got = wire.decode_mirror_delivery(payload)
+    got = decode.decode_mirror_delivery(payload)
     assert isinstance(got, ReplicatedMessage) and got.target_queues == ("a", "b")
 
 
 def test_message_without_mirror_id_is_an_error() -> None:
     with pytest.raises(MissingMirrorId):
-        wire.decode_mirror_delivery(proton_message(body="no da"))
+        decode.decode_mirror_delivery(proton_message(body="no da"))
     with pytest.raises(MissingMirrorId):
-        wire.decode_mirror_delivery(proton_message(body="x", instructions={symbol("x-other"): 1}))
+        decode.decode_mirror_delivery(proton_message(body="x", instructions={symbol("x-other"): 1}))
     with pytest.raises(MirrorDecodeError):
-        wire.decode_mirror_delivery(b"\x00\x53")
+        decode.decode_mirror_delivery(b"\x00\x53")
 
 
 # ---------------------------------------------------------------------------------------- JSON shapes
