@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.load import rhea_throughput  # noqa: E402
+from bench.load import ThroughputResult, rhea_throughput  # noqa: E402
 from bench.targets import Endpoint  # noqa: E402
 from connections.cli import Management  # noqa: E402
 from tests.peers.ports import free_port, wait_until  # noqa: E402
@@ -146,20 +146,37 @@ def main() -> None:
 
 
 def throughput(args: argparse.Namespace, solo: BrokerProcess, dc1: BrokerProcess, dc2: BrokerProcess) -> None:
-    plain, mirrored, cpu_plain, cpu_mirrored = [], [], [], []
+    plain: list[ThroughputResult] = []
+    dual: list[ThroughputResult] = []
+    dc2_us: list[float] = []  # DC2's CPU per message while DC1's clients ran
     for i in range(args.repeat):
-        r = rhea_throughput(endpoint(solo, f"solo{i}"), args.count, args.size, True)
-        plain.append(r.msgs_per_s)
-        cpu_plain.append(r.broker_us_per_msg or 0.0)
-        r = rhea_throughput(endpoint(dc1, f"dual{i}"), args.count, args.size, True)
-        mirrored.append(r.msgs_per_s)
-        cpu_mirrored.append(r.broker_us_per_msg or 0.0)
+        plain.append(rhea_throughput(endpoint(solo, f"solo{i}"), args.count, args.size, True))
+        before = _cpu(dc2)
+        dual.append(rhea_throughput(endpoint(dc1, f"dual{i}"), args.count, args.size, True))
+        dc2_us.append((_cpu(dc2) - before) / args.count * 1e6)
         wait_until(lambda: pending(dc1) == 0 and pending(dc2) == 0, 120, "mirrors to drain")
-    ratio = [m / p for m, p in zip(mirrored, plain, strict=True)]
+    ratio = [m.msgs_per_s / p.msgs_per_s for m, p in zip(dual, plain, strict=True)]
     print(f"durable {args.size} B, {args.count} msgs, 1 sender + 1 receiver (rhea), {args.repeat} runs")
-    print(f"  no mirror    msgs/s {median_range(plain)}   DC1 CPU us/msg {median_range(cpu_plain)}")
-    print(f"  dual mirror  msgs/s {median_range(mirrored)}   DC1 CPU us/msg {median_range(cpu_mirrored)}")
+    for label, runs in (("no mirror  ", plain), ("dual mirror", dual)):
+        print(
+            f"  {label}  msgs/s {median_range([r.msgs_per_s for r in runs])}"
+            f"   DC1 CPU us/msg {median_range([r.broker_us_per_msg or 0.0 for r in runs])}"
+        )
     print(f"  ratio mirrored/plain      {median_range([x * 100 for x in ratio])} %   (floor 60 %)")
+    # What the brokers share the machine's cores with: the load clients' CPU (node start-up included).
+    print(
+        f"  CPU us/msg in the run: no mirror: broker {_median_us(plain)} + rhea {_median_client_us(plain)};"
+        f"  dual: DC1 {_median_us(dual)} + DC2 {statistics.median(dc2_us):.0f}"
+        f" + rhea {_median_client_us(dual)}"
+    )
+
+
+def _median_us(runs: list[ThroughputResult]) -> str:
+    return f"{statistics.median([r.broker_us_per_msg or 0.0 for r in runs]):.0f}"
+
+
+def _median_client_us(runs: list[ThroughputResult]) -> str:
+    return f"{statistics.median([r.client_cpu_s / r.messages * 1e6 for r in runs]):.0f}"
 
 
 def lag(args: argparse.Namespace, dc1: BrokerProcess, dc2: BrokerProcess) -> None:
