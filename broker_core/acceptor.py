@@ -205,7 +205,7 @@ class Listener:
         self.loop = loop
         self.flusher = Flusher(loop, server, durable)
         self.sockets: set[AmqpSocket] = set()
-        self.servers: list[asyncio.base_events.Server] = []
+        self.servers: list[Any] = []  # asyncio's or uvloop's Server (whose `sockets` is a list, not a tuple)
         self.bound: dict[str, tuple[str, int]] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._last_expiry_scan = time.monotonic()
@@ -218,7 +218,7 @@ class Listener:
             def factory(a: Acceptor = a) -> AmqpSocket:
                 return AmqpSocket(self.server, a, self.flusher, self.sockets)
 
-            srv = await self.loop.create_server(
+            srv: Any = await self.loop.create_server(
                 factory, a.host, a.port, ssl=ctx, reuse_address=True, backlog=512
             )
             self.servers.append(srv)

@@ -18,6 +18,7 @@ from mirror.install import mirror_policies
 from mirror.source import MirrorSource
 from mirror.target import MirrorTarget
 
+from . import compiled
 from .acceptor import Listener
 from .config.model import BrokerConfig
 from .handoff import DurableCallbacks
@@ -101,6 +102,7 @@ def new_loop() -> asyncio.AbstractEventLoop:
 
 def run(configs: list[BrokerConfig]) -> int:
     """Serve until SIGTERM/SIGINT; return the process exit code."""
+    log.info("%s", compiled.status())
     loop = new_loop()
     asyncio.set_event_loop(loop)
     brokers = [Broker(c, loop) for c in configs]

@@ -80,7 +80,7 @@ class ControlEvent:
 class UnknownEvent:
     """An event type Artemis would ignore: unknown name, or not a symbol. Accept and drop it."""
 
-    event_type: object
+    event_type: Any  # (not `object`: mypyc cannot compile that annotation in a dataclass)
 
 
 @dataclass(slots=True)

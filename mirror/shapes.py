@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from broker_core.amqp.codec import DecodeError, skip_value
 from broker_core.message import Header, MessageView, list_fields
@@ -43,8 +43,8 @@ class Shapes:
     destination, target queues), raising unless `mr_id` is their only id; `is_event(payload, start)`
     says whether the message annotations at `start` make the delivery a control event."""
 
-    LIMIT = 1024  # entries per memo: a stream has a handful of shapes; anything else starts over
-    LONGEST = 1024  # bytes of a section kept as a key (target-queue lists can be long)
+    LIMIT: ClassVar[int] = 1024  # entries per memo: a stream has a handful of shapes; others start over
+    LONGEST: ClassVar[int] = 1024  # bytes of a section kept as a key (target-queue lists can be long)
 
     def __init__(
         self,

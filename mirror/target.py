@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from broker_core.amqp import errors
 from broker_core.amqp.performatives import Attach
@@ -90,7 +90,7 @@ class RecentIds:
 
     __slots__ = ("batch", "floor", "high", "ids", "meta_key", "order")
 
-    WINDOW = 20000
+    WINDOW: ClassVar[int] = 20000
 
     def __init__(self, meta_key: str = "") -> None:
         self.meta_key = meta_key  # where the highest id is persisted

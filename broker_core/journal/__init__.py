@@ -3,6 +3,10 @@
 The on-disk format is specified in docs/journal-format.md.
 """
 
+from ..compiled import overlay
+
+__path__ = overlay(__name__, __path__)  # the compiled hot path, when built and current
+
 from broker_core.journal import records
 from broker_core.journal.errors import (
     JournalClosedError,

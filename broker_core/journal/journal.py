@@ -61,7 +61,7 @@ class Journal:
         self._open = False
         self._closed = False
         self._failure: BaseException | None = None
-        self._thread: threading.Thread | None = None
+        self._writer_thread: threading.Thread | None = None
         self._state = LiveState()
         self._writer: SegmentWriter | None = None
         self._marker_generation = 0
@@ -72,7 +72,7 @@ class Journal:
 
     def open(self) -> Recovered:
         """Replay the directory (creating it if needed), repair its tail, start a new segment."""
-        if self._open or self._thread is not None:
+        if self._open or self._writer_thread is not None:
             raise JournalClosedError("a Journal object can be opened once")
         self._directory.mkdir(parents=True, exist_ok=True)
         result = recover(self._directory, self._log, self._sync)
@@ -87,9 +87,10 @@ class Journal:
         )
         self._writer.open_new_segment()
         self._open = True
-        self._thread = threading.Thread(target=self._run, name=f"journal-writer:{self._directory.name}")
-        self._thread.daemon = True
-        self._thread.start()
+        name = f"journal-writer:{self._directory.name}"
+        self._writer_thread = threading.Thread(target=self._run, name=name)
+        self._writer_thread.daemon = True
+        self._writer_thread.start()
         return recovered
 
     def close(self) -> None:
@@ -97,11 +98,11 @@ class Journal:
 
         Raises JournalFailedError if the writer had failed (appends since then were not durable)."""
         with self._lock:
-            if self._thread is None or self._closed:
+            if self._writer_thread is None or self._closed:
                 return
             self._closed = self._stopping = True
             self._work.notify()
-        self._thread.join()
+        self._writer_thread.join()
         if self._writer is not None:
             self._writer.close(sync=self._failure is None)
         if self._failure is not None:

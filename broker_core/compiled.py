@@ -1,0 +1,107 @@
+"""The compiled hot path (optional): mypyc builds of the modules that run for every message.
+
+`scripts/compile.py` builds them into `build/mypyc/` beside the packages, with a stamp naming the
+Python they were built for and a hash of each module's source. A package puts that directory in front
+of its own `__path__` only if the stamp matches this Python and every source, so an edited module is
+never shadowed by an older build: the broker runs as plain Python until the next compile. It is all or
+nothing, because compiled modules call each other directly. `AMQP_MIRROR_COMPILED=0` turns it off.
+
+This module is plain Python, imported first by each package; it must not import the rest of the broker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import sysconfig
+from collections.abc import Mapping
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "build" / "mypyc"
+STAMP = "stamp.json"
+SWITCH = "AMQP_MIRROR_COMPILED"
+
+# What a message passes through: frames, routing, queues, journal, mirror source and target (and the
+# connection manager, an interpreted class cannot subclass the compiled `Observer`).
+MODULES = (
+    "broker_core.acceptor",
+    "broker_core.amqp.codec",
+    "broker_core.amqp.connection",
+    "broker_core.amqp.framing",
+    "broker_core.handoff",
+    "broker_core.journal.codec",
+    "broker_core.journal.journal",
+    "broker_core.journal.state",
+    "broker_core.journal.writer",
+    "broker_core.message",
+    "broker_core.protocol",
+    "broker_core.queues",
+    "broker_core.server",
+    "connections.manager",
+    "connections.outbound",
+    "connections.queue_links",
+    "mirror.decode",
+    "mirror.shapes",
+    "mirror.source",
+    "mirror.target",
+    "mirror.wire",
+)
+
+
+def source_path(root: Path, module: str) -> Path:
+    return root.joinpath(*module.split(".")).with_suffix(".py")
+
+
+def digests(root: Path) -> dict[str, str]:
+    """The hash of each compiled module's source under `root`."""
+    return {m: hashlib.sha256(source_path(root, m).read_bytes()).hexdigest() for m in MODULES}
+
+
+def stamp_for(root: Path) -> dict[str, object]:
+    return {"ext_suffix": sysconfig.get_config_var("EXT_SUFFIX"), "modules": digests(root)}
+
+
+def why_not(root: Path = ROOT, build: Path = BUILD, env: Mapping[str, str] = os.environ) -> str | None:
+    """None when the build under `build` can run the sources under `root`; otherwise why not."""
+    if env.get(SWITCH, "1") == "0":
+        return f"turned off ({SWITCH}=0)"
+    try:
+        stamp = json.loads((build / STAMP).read_text())
+    except FileNotFoundError:
+        return "not built (scripts/compile.py)"
+    except (OSError, ValueError) as exc:
+        return f"unreadable stamp {build / STAMP}: {exc}"
+    current = stamp_for(root)
+    if stamp.get("ext_suffix") != current["ext_suffix"]:
+        return f"built for another Python ({stamp.get('ext_suffix')})"
+    built = stamp.get("modules")
+    if not isinstance(built, dict):
+        return f"unreadable stamp {build / STAMP}: no module list"
+    modules = current["modules"]
+    assert isinstance(modules, dict)
+    changed = sorted(m for m in MODULES if built.get(m) != modules[m])
+    if changed:
+        return f"stale: {', '.join(changed)} changed since the build (scripts/compile.py)"
+    return None
+
+
+REASON = why_not()
+IN_USE = REASON is None
+if IN_USE and str(BUILD) not in sys.path:
+    sys.path.append(str(BUILD))  # the group's shared library is a top-level module
+
+
+def overlay(package: str, path: list[str]) -> list[str]:
+    """`path` (a package's __path__) with the build's directory for that package in front, if in use."""
+    if not IN_USE:
+        return path
+    return [str(BUILD.joinpath(*package.split("."))), *path]
+
+
+def status() -> str:
+    if IN_USE:
+        return f"compiled hot path: in use ({len(MODULES)} modules, mypyc)"
+    return f"compiled hot path: not in use, {REASON}; running as plain Python"
