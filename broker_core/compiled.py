@@ -24,8 +24,8 @@ BUILD = ROOT / "build" / "mypyc"
 STAMP = "stamp.json"
 SWITCH = "AMQP_MIRROR_COMPILED"
 
-# What a message passes through: frames, routing, queues, journal, mirror source and target (and the
-# connection manager, an interpreted class cannot subclass the compiled `Observer`).
+# What a message passes through: frames, routing, queues, the journal and its records, mirror source
+# and target (and the connection manager: an interpreted class cannot subclass the compiled `Observer`).
 MODULES = (
     "broker_core.acceptor",
     "broker_core.amqp.codec",
@@ -34,6 +34,7 @@ MODULES = (
     "broker_core.handoff",
     "broker_core.journal.codec",
     "broker_core.journal.journal",
+    "broker_core.journal.records",
     "broker_core.journal.state",
     "broker_core.journal.writer",
     "broker_core.message",

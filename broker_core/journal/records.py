@@ -8,7 +8,7 @@ when every record that carried them is dead and gets dropped.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 ANYCAST = "ANYCAST"
 MULTICAST = "MULTICAST"
@@ -18,10 +18,10 @@ ROUTING_TYPES = frozenset({ANYCAST, MULTICAST})
 class AckReason:
     """Why a message reference left its queue (``MessageAcked.reason``)."""
 
-    NORMAL = 0
-    KILLED = 1
-    EXPIRED = 2
-    REPLACED = 3
+    NORMAL: Final = 0
+    KILLED: Final = 1
+    EXPIRED: Final = 2
+    REPLACED: Final = 3
 
 
 @dataclass(frozen=True, slots=True)
