@@ -233,6 +233,12 @@ def test_fast_transfer_decoder_agrees_with_the_generic_one() -> None:
     # an unusual encoding (uint delivery-id as ulong) is left to the generic decoder
     odd = b"\x00\x53\x14\xc0\x04\x02\x43\x44"
     assert fast_transfer_fields(odd) is None
+    # rhea writes performatives as list32: its transfers as captured from rhea 3.x, then a message
+    for head in RHEA_TRANSFERS:
+        body = bytes.fromhex(head) + b"\x00\x53\x70\x45"
+        fields, end = decode_value(body, 3)
+        assert fast_transfer_fields(body) == (fields, end)
+        assert fast_transfer_fields(body, 0, end - 1) is None  # a list that runs past the frame
     # our own sender's single-frame layout, read in one go, also inside a larger buffer
     for handle, delivery_id, tag, settled in itertools.product(
         (0, 7, 300), (0, 255, 2**32 - 1), (b"", b"tag-1"), (True, False)
@@ -241,6 +247,17 @@ def test_fast_transfer_decoder_agrees_with_the_generic_one() -> None:
         fields, end = decode_value(body, 3)
         assert fast_transfer_fields(body) == (fields, end)
         assert fast_transfer_fields(bytearray(b"xx" + body), 2, 2 + len(body)) == (fields, end + 2)
+
+
+RHEA_TRANSFERS = [  # handle uint0, delivery-id uint0 / smalluint, binary8 tag, format uint0, settled, more
+    "005314d00000000c000000064343a00130434242",
+    "005314d00000000d00000006435201a00131434242",
+]
+RHEA_DISPOSITIONS = [  # receiver, first and last as uint0 / smalluint / uint, settled, accepted
+    "005315d00000000c000000054143434100532445",
+    "005315d00000000e0000000541520152024100532445",
+    "005315d000000014000000054170000001307000000169" + "4100532445",
+]
 
 
 def _disposition(*fields: str) -> bytes:
@@ -255,6 +272,7 @@ USUAL_DISPOSITIONS = [
     _disposition("42", "7000011170", "40", "41", ACCEPTED_HEX),  # sender role, uint
     _disposition("41", "5201", "40", "42", "40", "41"),  # no state, batchable
     _disposition("41", "5203"),  # only role and first
+    *(bytes.fromhex(h) for h in RHEA_DISPOSITIONS),
 ]
 
 
@@ -275,3 +293,4 @@ def test_disposition_fast_path_declines_what_it_does_not_know() -> None:
     assert fast_disposition_fields(b"\x00\x53\x15\x45") is None  # list0
     short = _disposition("41", "5205")[:-1]
     assert fast_disposition_fields(short) is None
+    assert fast_disposition_fields(bytes.fromhex(RHEA_DISPOSITIONS[0])[:-1]) is None  # list32, cut

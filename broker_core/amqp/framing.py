@@ -115,7 +115,23 @@ def transfer_frames(
 
 _BOOLS = {0x41: True, 0x42: False, 0x40: None}
 _UINT_AT = struct.Struct(">I").unpack_from
+_LIST32_AT = struct.Struct(">II").unpack_from
 _UINT_WIDTH = {0x43: 1, 0x52: 2, 0x70: 5}  # uint0, smalluint, uint: constructor and value bytes
+
+
+def _list_head(buf: bytes | bytearray, start: int, limit: int) -> tuple[int, int, int] | None:
+    """(element count, where the first element starts, where the list ends) of the performative's
+    fields list after the descriptor at `start`, in list8 or list32 (rhea writes every performative as
+    list32); None for any other encoding or a list that runs past `limit`."""
+    code = buf[start + 3] if limit - start >= 6 else -1
+    if code == 0xC0:
+        count, pos, end = buf[start + 5], start + 6, start + 5 + buf[start + 4]
+    elif code == 0xD0 and limit - start >= 12:
+        size, count = _LIST32_AT(buf, start + 4)
+        pos, end = start + 12, start + 8 + size
+    else:
+        return None
+    return (count, pos, end) if end <= limit else None
 
 
 def _read_uint(body: bytes, pos: int, code: int) -> int:
@@ -133,18 +149,15 @@ def fast_transfer_fields(
     compact encodings; `limit` is where the frame ends (default: the end of `buf`).
 
     Returns (fields, where the performative ends) or None, in which case the caller uses the generic
-    decoder. Covers what clients send: list8, uint as 0x43/0x52/0x70, binary8 tag, booleans; a later
-    field in any other encoding stops the fast path.
+    decoder. Covers what clients send: list8 or list32 (rhea), uint as 0x43/0x52/0x70, binary8 tag,
+    booleans; a later field in any other encoding stops the fast path.
     """
     if limit is None:
         limit = len(buf)
-    if limit - start < 6 or buf[start + 3] != 0xC0:
+    head = _list_head(buf, start, limit)
+    if head is None:
         return None
-    count = buf[start + 5]
-    end = start + 5 + buf[start + 4]
-    if end > limit:
-        return None
-    pos = start + 6
+    count, pos, end = head
     if count == 5:
         # A single-frame delivery as our own sender writes it (and many others): handle as uint0 or
         # smalluint, delivery-id uint, binary8 tag, message-format uint0, settled. Read in one go.
@@ -193,13 +206,12 @@ _ACCEPTED_STATE = b"\x00\x53\x24\x45"  # accepted, as every peer encodes it: des
 def fast_disposition_fields(body: bytes) -> list[Any] | None:
     """A disposition's fields when it uses the usual compact encodings and its state, if any, is
     Accepted; None otherwise (the caller then uses the generic decoder, which also checks everything)."""
-    if len(body) < 6 or body[3] != 0xC0:
+    head = _list_head(body, 0, len(body))
+    if head is None:
         return None
-    size, count = body[4], body[5]
-    end = 5 + size
+    count, pos, end = head
     if end != len(body) or count > 6:
         return None
-    pos = 6
     fields: list[Any] = []
     for i in range(count):
         code = body[pos] if pos < end else -1
