@@ -75,7 +75,10 @@ def why_not(root: Path = ROOT, build: Path = BUILD, env: Mapping[str, str] = os.
         return "not built (scripts/compile.py)"
     except (OSError, ValueError) as exc:
         return f"unreadable stamp {build / STAMP}: {exc}"
-    current = stamp_for(root)
+    try:
+        current = stamp_for(root)
+    except OSError as exc:  # a source that cannot be read cannot be checked against the build
+        return f"cannot read a compiled module's source: {exc}"
     if stamp.get("ext_suffix") != current["ext_suffix"]:
         return f"built for another Python ({stamp.get('ext_suffix')})"
     built = stamp.get("modules")

@@ -46,6 +46,10 @@ def test_the_build_is_used_only_while_it_matches_this_python_and_every_source(tm
     (build / compiled.STAMP).write_text("{not json")
     assert compiled.why_not(root, build, env={}).startswith("unreadable stamp")
 
+    (build / compiled.STAMP).write_text(json.dumps(stamp))
+    edited.unlink()
+    assert compiled.why_not(root, build, env={}).startswith("cannot read a compiled module's source")
+
 
 def test_ci_runs_the_compiled_build() -> None:
     """CI builds the hot path (scripts/install-deps): the whole suite then runs the compiled modules."""
