@@ -75,18 +75,16 @@ def why_not(root: Path = ROOT, build: Path = BUILD, env: Mapping[str, str] = os.
         return "not built (scripts/compile.py)"
     except (OSError, ValueError) as exc:
         return f"unreadable stamp {build / STAMP}: {exc}"
-    try:
-        current = stamp_for(root)
-    except OSError as exc:  # a source that cannot be read cannot be checked against the build
-        return f"cannot read a compiled module's source: {exc}"
-    if stamp.get("ext_suffix") != current["ext_suffix"]:
+    if stamp.get("ext_suffix") != sysconfig.get_config_var("EXT_SUFFIX"):
         return f"built for another Python ({stamp.get('ext_suffix')})"
     built = stamp.get("modules")
     if not isinstance(built, dict):
         return f"unreadable stamp {build / STAMP}: no module list"
-    modules = current["modules"]
-    assert isinstance(modules, dict)
-    changed = sorted(m for m in MODULES if built.get(m) != modules[m])
+    try:
+        current = digests(root)
+    except OSError as exc:  # a source that cannot be read cannot be checked against the build
+        return f"cannot read a compiled module's source: {exc}"
+    changed = sorted(m for m in MODULES if built.get(m) != current[m])
     if changed:
         return f"stale: {', '.join(changed)} changed since the build (scripts/compile.py)"
     return None
