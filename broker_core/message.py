@@ -44,13 +44,27 @@ _SYMBOLIC = {
 DEFAULT_PRIORITY = 4
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)  # one per message: a compiled __init__ (see journal/records.py)
 class Header:
-    durable: bool = False
-    priority: int = DEFAULT_PRIORITY
-    ttl: int | None = None
-    first_acquirer: bool = False
-    delivery_count: int = 0
+    durable: bool
+    priority: int
+    ttl: int | None
+    first_acquirer: bool
+    delivery_count: int
+
+    def __init__(
+        self,
+        durable: bool = False,
+        priority: int = DEFAULT_PRIORITY,
+        ttl: int | None = None,
+        first_acquirer: bool = False,
+        delivery_count: int = 0,
+    ) -> None:
+        self.durable = durable
+        self.priority = priority
+        self.ttl = ttl
+        self.first_acquirer = first_acquirer
+        self.delivery_count = delivery_count
 
     def encode(self) -> bytes:
         fields = [

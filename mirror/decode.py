@@ -54,7 +54,7 @@ class MissingMirrorId(MirrorDecodeError):
     """A replicated message without `x-opt-amq-mr-id` in its delivery annotations."""
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)  # one per event: a compiled __init__ (see journal/records.py)
 class ControlEvent:
     kind: Symbol  # one of EVENT_KINDS
     address: str | None
@@ -63,6 +63,24 @@ class ControlEvent:
     reason: AckReason
     message_id: int | None  # postAck body
     body: str | None  # JSON (address/queue events) or the queue name (deleteQueue)
+
+    def __init__(
+        self,
+        kind: Symbol,
+        address: str | None,
+        queue: str | None,
+        broker_id: str | None,
+        reason: AckReason,
+        message_id: int | None,
+        body: str | None,
+    ) -> None:
+        self.kind = kind
+        self.address = address
+        self.queue = queue
+        self.broker_id = broker_id
+        self.reason = reason
+        self.message_id = message_id
+        self.body = body
 
     def address_info(self) -> AddressInfo:
         return AddressInfo.from_json(self._json())
@@ -83,7 +101,7 @@ class UnknownEvent:
     event_type: Any  # (not `object`: mypyc cannot compile that annotation in a dataclass)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)  # one per event: a compiled __init__ (see journal/records.py)
 class ReplicatedMessage:
     payload: bytes  # the message without the mirror's delivery annotations: what the target stores
     mr_id: int
@@ -91,9 +109,31 @@ class ReplicatedMessage:
     destination: str | None  # x-opt-amq-mr-dst
     target_queues: tuple[str, ...] | None
     to: str | None  # properties.to
-    parts: list[tuple[int, int, int]] | None = None  # `sections(payload)`, when known
-    expiry: int | None = None  # properties.absolute-expiry-time (0: none), when known
-    header: tuple[Header, int] | None = None  # (header, where it ends), when known; shared, read-only
+    parts: list[tuple[int, int, int]] | None  # `sections(payload)`, when known
+    expiry: int | None  # properties.absolute-expiry-time (0: none), when known
+    header: tuple[Header, int] | None  # (header, where it ends), when known; shared, read-only
+
+    def __init__(
+        self,
+        payload: bytes,
+        mr_id: int,
+        broker_id: str | None,
+        destination: str | None,
+        target_queues: tuple[str, ...] | None,
+        to: str | None,
+        parts: list[tuple[int, int, int]] | None = None,
+        expiry: int | None = None,
+        header: tuple[Header, int] | None = None,
+    ) -> None:
+        self.payload = payload
+        self.mr_id = mr_id
+        self.broker_id = broker_id
+        self.destination = destination
+        self.target_queues = target_queues
+        self.to = to
+        self.parts = parts
+        self.expiry = expiry
+        self.header = header
 
     @property
     def address(self) -> str | None:

@@ -53,6 +53,9 @@ _ADDRESS_HEAD = struct.Struct("<QB")  # address_id, flags
 _QUEUE_HEAD = struct.Struct("<QiB")  # queue_id, max_consumers, flags
 # message_id, timestamp_ms, expiry_ms, origin_message_id, priority, flags, queue count
 _MESSAGE_HEAD = struct.Struct("<QqqQBBI")
+_MESSAGE_HEAD_1 = struct.Struct("<QqqQBBIQ")  # ... and the queue ids, for one or two queues
+_MESSAGE_HEAD_2 = struct.Struct("<QqqQBBIQQ")
+_ADDRESSES: dict[str, bytes] = {}  # an address as a short string: a few per broker, each encoded once
 _ACK = struct.Struct("<QQBBq")  # queue_id, message_id, reason, flags, timestamp_ms
 _DELIVERY_COUNT = struct.Struct("<QQI")
 _HIGHEST_IDS = struct.Struct("<QQQ")
@@ -92,6 +95,11 @@ def encode_parts(record: Record) -> tuple[list[bytes], int]:
     """``encode``'s bytes as pieces to join, and their total size: a journal batch joins every record's
     pieces once, so a message body is copied once on its way to disk, not at every layer."""
     try:
+        # the two records of every message are encoded in one direct call each
+        if type(record) is MessageAcked:
+            return _ack_parts(record)
+        if type(record) is MessageAdded:
+            return _message_parts(record)
         record_type, payload = _ENCODERS[type(record)](record)
     except (struct.error, OverflowError, UnicodeEncodeError) as exc:
         raise ValueError(f"cannot encode {type(record).__name__}: {exc}") from exc
@@ -175,7 +183,7 @@ def _enc_queue_removed(r: QueueRemoved) -> tuple[int, bytes]:
     return TYPE_QUEUE_REMOVED, _ID.pack(r.queue_id)
 
 
-def _enc_message_added(r: MessageAdded) -> tuple[int, list[bytes]]:
+def _message_parts(r: MessageAdded) -> tuple[list[bytes], int]:
     flags = _MSG_VIA_MIRROR if r.via_mirror else 0
     if r.origin_broker_id is not None:
         flags |= _MSG_ORIGIN_BROKER
@@ -183,23 +191,34 @@ def _enc_message_added(r: MessageAdded) -> tuple[int, list[bytes]]:
     if r.origin_message_id is not None:
         flags |= _MSG_ORIGIN_ID
         origin_id = r.origin_message_id
-    qids = r.queue_ids
-    head = _MESSAGE_HEAD.pack(
-        r.message_id, r.timestamp_ms, r.expiry_ms, origin_id, r.priority, flags, len(qids)
-    )
-    refs = _ID.pack(qids[0]) if len(qids) == 1 else struct.pack(f"<{len(qids)}Q", *qids)
-    address = r.address.encode()
+    qids, mid, ts, expiry, priority = r.queue_ids, r.message_id, r.timestamp_ms, r.expiry_ms, r.priority
+    n = len(qids)
+    if n == 1:
+        head = _MESSAGE_HEAD_1.pack(mid, ts, expiry, origin_id, priority, flags, 1, qids[0])
+    elif n == 2:  # a message on one queue and a mirror's store-and-forward queue
+        head = _MESSAGE_HEAD_2.pack(mid, ts, expiry, origin_id, priority, flags, 2, qids[0], qids[1])
+    else:
+        refs = struct.pack(f"<{n}Q", *qids)
+        head = _MESSAGE_HEAD.pack(mid, ts, expiry, origin_id, priority, flags, n) + refs
+    address = _ADDRESSES.get(r.address)
+    if address is None:
+        address = _short(r.address)
+        if len(_ADDRESSES) >= 4096:
+            _ADDRESSES.clear()
+        _ADDRESSES[r.address] = address
     origin = b"" if r.origin_broker_id is None else _short(r.origin_broker_id)
     body = r.body
-    return TYPE_MESSAGE_ADDED, [
-        b"".join((head, refs, _U16.pack(len(address)), address, origin, _U32.pack(len(body)))),
-        body,
-    ]
+    meta = b"".join((head, address, origin, _U32.pack(len(body))))
+    size = len(meta) + len(body)
+    crc = zlib.crc32(body, zlib.crc32(meta, _TYPE_CRC[TYPE_MESSAGE_ADDED]))
+    return [FRAME.pack(size, TYPE_MESSAGE_ADDED, crc), meta, body], FRAME_SIZE + size
 
 
-def _enc_message_acked(r: MessageAcked) -> tuple[int, bytes]:
+def _ack_parts(r: MessageAcked) -> tuple[list[bytes], int]:
     flags = _ACK_VIA_MIRROR if r.via_mirror else 0
-    return TYPE_MESSAGE_ACKED, _ACK.pack(r.queue_id, r.message_id, r.reason, flags, r.timestamp_ms)
+    payload = _ACK.pack(r.queue_id, r.message_id, r.reason, flags, r.timestamp_ms)
+    crc = zlib.crc32(payload, _TYPE_CRC[TYPE_MESSAGE_ACKED])
+    return [FRAME.pack(_ACK.size, TYPE_MESSAGE_ACKED, crc), payload], FRAME_SIZE + _ACK.size
 
 
 def _enc_delivery_count(r: DeliveryCountUpdated) -> tuple[int, bytes]:
@@ -219,8 +238,6 @@ _ENCODERS: dict[type, Callable[..., tuple[int, bytes | list[bytes]]]] = {
     AddressRemoved: _enc_address_removed,
     QueueAdded: _enc_queue_added,
     QueueRemoved: _enc_queue_removed,
-    MessageAdded: _enc_message_added,
-    MessageAcked: _enc_message_acked,
     DeliveryCountUpdated: _enc_delivery_count,
     MetaRecord: _enc_meta,
     HighestIds: _enc_highest_ids,

@@ -65,7 +65,11 @@ class QueueRemoved:
     queue_id: int
 
 
-@dataclass(slots=True)  # not frozen: frozen __init__ costs a microsecond per message
+# The two records written per message are not frozen and have a hand-written __init__: compiled, it
+# costs 0.05 µs, where a dataclass's generated one runs as interpreted Python (0.3 µs, frozen 1 µs).
+
+
+@dataclass(slots=True, init=False)
 class MessageAdded:
     """A durable message and its references to every queue it was routed to (body written once)."""
 
@@ -73,23 +77,61 @@ class MessageAdded:
     address: str
     queue_ids: tuple[int, ...]
     body: bytes
-    timestamp_ms: int = 0
-    expiry_ms: int = 0  # 0: never expires
-    priority: int = 4
-    origin_broker_id: str | None = None
-    origin_message_id: int | None = None
-    via_mirror: bool = False
+    timestamp_ms: int
+    expiry_ms: int  # 0: never expires
+    priority: int
+    origin_broker_id: str | None
+    origin_message_id: int | None
+    via_mirror: bool
+
+    def __init__(
+        self,
+        message_id: int,
+        address: str,
+        queue_ids: tuple[int, ...],
+        body: bytes,
+        timestamp_ms: int = 0,
+        expiry_ms: int = 0,
+        priority: int = 4,
+        origin_broker_id: str | None = None,
+        origin_message_id: int | None = None,
+        via_mirror: bool = False,
+    ) -> None:
+        self.message_id = message_id
+        self.address = address
+        self.queue_ids = queue_ids
+        self.body = body
+        self.timestamp_ms = timestamp_ms
+        self.expiry_ms = expiry_ms
+        self.priority = priority
+        self.origin_broker_id = origin_broker_id
+        self.origin_message_id = origin_message_id
+        self.via_mirror = via_mirror
 
 
-@dataclass(slots=True)  # not frozen: frozen __init__ costs a microsecond per message
+@dataclass(slots=True, init=False)
 class MessageAcked:
     """One reference gone; the message is dead when all its references are acked or their queues removed."""
 
     queue_id: int
     message_id: int
-    reason: int = AckReason.NORMAL
-    via_mirror: bool = False
-    timestamp_ms: int = 0
+    reason: int
+    via_mirror: bool
+    timestamp_ms: int
+
+    def __init__(
+        self,
+        queue_id: int,
+        message_id: int,
+        reason: int = AckReason.NORMAL,
+        via_mirror: bool = False,
+        timestamp_ms: int = 0,
+    ) -> None:
+        self.queue_id = queue_id
+        self.message_id = message_id
+        self.reason = reason
+        self.via_mirror = via_mirror
+        self.timestamp_ms = timestamp_ms
 
 
 @dataclass(frozen=True, slots=True)

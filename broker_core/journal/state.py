@@ -52,14 +52,30 @@ class Recovered:
     max_message_id: int = 0
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)  # one per durable message: a compiled __init__ (see records.py)
 class LiveMessage:
     seq: int
     offset: int
     size: int
     refs: list[int]
-    counts: dict[int, int] | None = None
-    trimmed: bool = False  # a reference died, so the stored record lists more queues than are live
+    counts: dict[int, int] | None
+    trimmed: bool  # a reference died, so the stored record lists more queues than are live
+
+    def __init__(
+        self,
+        seq: int,
+        offset: int,
+        size: int,
+        refs: list[int],
+        counts: dict[int, int] | None = None,
+        trimmed: bool = False,
+    ) -> None:
+        self.seq = seq
+        self.offset = offset
+        self.size = size
+        self.refs = refs
+        self.counts = counts
+        self.trimmed = trimmed
 
 
 class LiveState:
@@ -94,8 +110,8 @@ class LiveState:
         self, records: tuple[Record, ...], sizes: tuple[int, ...], seq: int, offset: int
     ) -> int:
         """`apply` for records written back to back from `offset`; returns where they end. The writer
-        thread's path: it holds the GIL here, so a new message for one live queue (nearly every
-        record) is taken in line."""
+        thread's path: it holds the GIL here, so a new message for one live queue is taken in line and
+        an ack is a direct call."""
         messages, queues, ids, handlers = self.messages, self.queues, self.max_ids, self._apply
         live = 0
         for record, size in zip(records, sizes, strict=True):
@@ -112,7 +128,10 @@ class LiveState:
                         self.records[mid] = record
                     offset += size
                     continue
-            handlers[type(record)](record, seq, offset, size)
+            if type(record) is MessageAcked:  # the other record of every message: a direct call
+                self._message_acked(record, seq, offset, size)
+            else:
+                handlers[type(record)](record, seq, offset, size)
             offset += size
         total = sum(sizes)
         self.segment_total[seq] = self.segment_total.get(seq, 0) + total

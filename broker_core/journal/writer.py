@@ -16,14 +16,22 @@ from broker_core.journal.segment import HEADER_SIZE, KIND_PLAIN, SegmentHeader, 
 from broker_core.journal.state import LiveState
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)  # a compiled __init__ (see records.py)
 class Entry:
     """One ``append`` or ``append_many``: its frames back to back, kept in one segment."""
 
     data: bytes
     records: tuple[Record, ...]
     sizes: tuple[int, ...]  # frame size of each record
-    lead: int = 0  # bytes before the first record's frame (a batch frame)
+    lead: int  # bytes before the first record's frame (a batch frame)
+
+    def __init__(
+        self, data: bytes, records: tuple[Record, ...], sizes: tuple[int, ...], lead: int = 0
+    ) -> None:
+        self.data = data
+        self.records = records
+        self.sizes = sizes
+        self.lead = lead
 
 
 class SegmentWriter:
