@@ -678,6 +678,28 @@ class Server:
         for o in self.observers:
             o.message_acked(ref, reason)
 
+    def acknowledge_many(self, queue: Queue, refs: list[MessageRef]) -> None:
+        """`acknowledge` for references of one queue settled together (the events a mirror's target
+        accepted in one disposition), journalled as one `MessagesAcked` instead of one record each."""
+        durable: list[int] = []
+        for ref in refs:
+            msg = ref.message
+            if ref.consumer is not None:
+                queue.take_in_flight(ref)
+            msg.live_refs -= 1
+            if msg.live_refs <= 0:
+                self._forget_identity(msg)
+            if msg.durable:
+                durable.append(msg.id)
+        queue.acked += len(refs)
+        self.stats["messages_acked"] += len(refs)
+        if durable and queue.durable and self.config.persistence_enabled:
+            now_ms = int(self.clock() * 1000)
+            self.persist(records.MessagesAcked(queue.id, tuple(durable), ACK_NORMAL, False, now_ms))
+        for ref in refs:
+            for o in self.observers:
+                o.message_acked(ref, ACK_NORMAL)
+
     def release(self, ref: MessageRef, delivery_failed: bool, undeliverable: bool = False) -> None:
         """The consumer gave the message back: redeliver it, or dead-letter it after too many tries."""
         q = ref.queue

@@ -354,6 +354,7 @@ class OutboundConnection:
         if not role:
             return
         unsettled = session.outgoing_unsettled
+        touched: list[LinkPolicy] = []
         for i in range(first, last + 1) if last - first < 4096 else sorted(unsettled):
             if not first <= i <= last:
                 continue
@@ -365,6 +366,10 @@ class OutboundConnection:
             policy = _policy_of(link)
             if policy is not None:
                 policy.on_outcome(self, link, context, state)
+                if policy not in touched:
+                    touched.append(policy)
+        for policy in touched:
+            policy.outcomes_done(self)
         self.mark_dirty()
 
     def on_end(self, session: Session, end: End) -> None:

@@ -40,6 +40,9 @@ class LinkPolicy(Protocol):
     def on_outcome(self, conn: OutboundConnection, link: Link, context: Any, state: Any) -> None:
         """The remote settled a delivery we sent (context is what we passed to send_delivery)."""
 
+    def outcomes_done(self, conn: OutboundConnection) -> None:
+        """Every outcome of one disposition has been passed to `on_outcome`: finish what was batched."""
+
     def on_flow(self, conn: OutboundConnection, link: Link) -> None: ...
 
     def detached_all(self, conn: OutboundConnection) -> None:

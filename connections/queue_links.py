@@ -231,6 +231,9 @@ class QueueLinks:
             return
         apply_outcome(self.server, context, state)
 
+    def outcomes_done(self, conn: OutboundConnection) -> None:
+        pass  # each outcome was applied as it came
+
     def detached_all(self, conn: OutboundConnection) -> None:
         """Connection gone: unacknowledged messages go back to their queues (no attempt counted)."""
         self._pending = 0

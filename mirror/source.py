@@ -74,6 +74,7 @@ class MirrorSource(Observer):
         self._pending_bytes = 0  # of the events on the store-and-forward queue: kept, not summed per call
         self.installed = False
         self._sync_waiters: dict[int, Callable[[], None]] = {}
+        self._settled: list[MessageRef] = []  # accepted or rejected, until the disposition is done
         self._post_ack_prefixes: dict[tuple[str, str, str | None, int], bytes] = {}
         self._excluded_cache: dict[str, bool] = {}
         self.stats = {"events_sent": 0, "events_accepted": 0, "events_queued": 0}
@@ -348,10 +349,20 @@ class MirrorSource(Observer):
         else:
             self.stats["events_accepted"] += 1
             self.last_accepted = time.time()
-        waiter = self._sync_waiters.pop(context.message.id, None)
-        self.server.acknowledge(context)
-        if waiter is not None:
-            waiter()
+        self._settled.append(context)
+
+    def outcomes_done(self, conn: OutboundConnection) -> None:
+        """The events settled by one disposition leave the queue together: one journal record."""
+        settled, self._settled = self._settled, []
+        if not settled or self.queue is None:
+            return
+        self.server.acknowledge_many(self.queue, settled)
+        waiters = self._sync_waiters
+        if waiters:
+            for ref in settled:
+                waiter = waiters.pop(ref.message.id, None)
+                if waiter is not None:
+                    waiter()
 
     def detached_all(self, conn: OutboundConnection) -> None:
         self._pending = 0

@@ -25,6 +25,7 @@ from broker_core.journal.records import (
     HighestIds,
     MessageAcked,
     MessageAdded,
+    MessagesAcked,
     MetaRecord,
     QueueAdded,
     QueueRemoved,
@@ -98,10 +99,11 @@ def _rows(directory: Path, live: LiveMessages | None) -> Iterator[Row]:
         if isinstance(rec, MessageAdded):
             live.add(rec.message_id, _send(row, node, rec, queues), rec.queue_ids)
         elif isinstance(rec, MessageAcked):
-            name, address = queues.get(rec.queue_id, (f"#{rec.queue_id}", None))
-            row[3], row[4], row[9], row[10] = "ack", rec.message_id, address, name
-            row[12], row[13], row[14] = rec.reason, rec.via_mirror, rec.timestamp_ms
-            row[7], row[8] = live.ack(rec.message_id, rec.queue_id)
+            _ack(row, rec.queue_id, rec.message_id, rec, queues, live)
+        elif isinstance(rec, MessagesAcked):  # one row per acknowledged message, as if acked one by one
+            for mid in rec.message_ids:
+                yield tuple(_ack(list(row), rec.queue_id, mid, rec, queues, live))
+            continue
         elif isinstance(rec, MetaRecord):
             row[3], row[19] = "meta", rec.key
             row[20] = rec.value[:256].decode("utf-8", "replace")
@@ -126,6 +128,21 @@ def _rows(directory: Path, live: LiveMessages | None) -> Iterator[Row]:
 
 
 _NONE: tuple[None, None] = (None, None)
+
+
+def _ack(
+    row: list[Any],
+    queue_id: int,
+    message_id: int,
+    rec: MessageAcked | MessagesAcked,
+    queues: dict[int, tuple[str, str]],
+    live: LiveMessages,
+) -> list[Any]:
+    name, address = queues.get(queue_id, (f"#{queue_id}", None))
+    row[3], row[4], row[9], row[10] = "ack", message_id, address, name
+    row[12], row[13], row[14] = rec.reason, rec.via_mirror, rec.timestamp_ms
+    row[7], row[8] = live.ack(message_id, queue_id)
+    return row
 
 
 class LiveMessages:

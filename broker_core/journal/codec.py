@@ -23,6 +23,7 @@ from broker_core.journal.records import (
     HighestIds,
     MessageAcked,
     MessageAdded,
+    MessagesAcked,
     MetaRecord,
     QueueAdded,
     QueueRemoved,
@@ -43,6 +44,7 @@ TYPE_DELIVERY_COUNT = 7
 TYPE_META = 8
 TYPE_HIGHEST_IDS = 9
 TYPE_BATCH = 10  # not a record: says how many bytes of frames after it form one all-or-nothing batch
+TYPE_MESSAGES_ACKED = 11
 
 _TYPE_CRC = [zlib.crc32(bytes([t])) for t in range(256)]
 
@@ -57,6 +59,7 @@ _MESSAGE_HEAD_1 = struct.Struct("<QqqQBBIQ")  # ... and the queue ids, for one o
 _MESSAGE_HEAD_2 = struct.Struct("<QqqQBBIQQ")
 _ADDRESSES: dict[str, bytes] = {}  # an address as a short string: a few per broker, each encoded once
 _ACK = struct.Struct("<QQBBq")  # queue_id, message_id, reason, flags, timestamp_ms
+_ACKS_HEAD = struct.Struct("<QBBqI")  # queue_id, reason, flags, timestamp_ms, count; then the ids
 _DELIVERY_COUNT = struct.Struct("<QQI")
 _HIGHEST_IDS = struct.Struct("<QQQ")
 
@@ -221,6 +224,13 @@ def _ack_parts(r: MessageAcked) -> tuple[list[bytes], int]:
     return [FRAME.pack(_ACK.size, TYPE_MESSAGE_ACKED, crc), payload], FRAME_SIZE + _ACK.size
 
 
+def _enc_messages_acked(r: MessagesAcked) -> tuple[int, bytes]:
+    flags = _ACK_VIA_MIRROR if r.via_mirror else 0
+    ids = r.message_ids
+    head = _ACKS_HEAD.pack(r.queue_id, r.reason, flags, r.timestamp_ms, len(ids))
+    return TYPE_MESSAGES_ACKED, head + struct.pack(f"<{len(ids)}Q", *ids)
+
+
 def _enc_delivery_count(r: DeliveryCountUpdated) -> tuple[int, bytes]:
     return TYPE_DELIVERY_COUNT, _DELIVERY_COUNT.pack(r.queue_id, r.message_id, r.delivery_count)
 
@@ -238,6 +248,7 @@ _ENCODERS: dict[type, Callable[..., tuple[int, bytes | list[bytes]]]] = {
     AddressRemoved: _enc_address_removed,
     QueueAdded: _enc_queue_added,
     QueueRemoved: _enc_queue_removed,
+    MessagesAcked: _enc_messages_acked,
     DeliveryCountUpdated: _enc_delivery_count,
     MetaRecord: _enc_meta,
     HighestIds: _enc_highest_ids,
@@ -315,6 +326,14 @@ def _dec_message_acked(buf: memoryview) -> MessageAcked:
     return MessageAcked(queue_id, message_id, reason, bool(flags & _ACK_VIA_MIRROR), ts)
 
 
+def _dec_messages_acked(buf: memoryview) -> MessagesAcked:
+    queue_id, reason, flags, ts, count = _ACKS_HEAD.unpack_from(buf, 0)
+    if len(buf) != _ACKS_HEAD.size + 8 * count:
+        raise struct.error(f"{count} message ids in {len(buf) - _ACKS_HEAD.size} bytes")
+    ids = struct.unpack_from(f"<{count}Q", buf, _ACKS_HEAD.size)
+    return MessagesAcked(queue_id, ids, reason, bool(flags & _ACK_VIA_MIRROR), ts)
+
+
 def _dec_delivery_count(buf: memoryview) -> DeliveryCountUpdated:
     return DeliveryCountUpdated(*_DELIVERY_COUNT.unpack_from(buf, 0))
 
@@ -336,6 +355,7 @@ _DECODERS: dict[int, Callable[[memoryview], Record]] = {
     TYPE_QUEUE_REMOVED: _dec_queue_removed,
     TYPE_MESSAGE_ADDED: _dec_message_added,
     TYPE_MESSAGE_ACKED: _dec_message_acked,
+    TYPE_MESSAGES_ACKED: _dec_messages_acked,
     TYPE_DELIVERY_COUNT: _dec_delivery_count,
     TYPE_META: _dec_meta,
     TYPE_HIGHEST_IDS: _dec_highest_ids,

@@ -135,6 +135,18 @@ class MessageAcked:
 
 
 @dataclass(frozen=True, slots=True)
+class MessagesAcked:
+    """References of one queue gone together, for one reason: the same as a ``MessageAcked`` per id, in
+    one record. A mirror source writes one for the events its target accepted in one disposition."""
+
+    queue_id: int
+    message_ids: tuple[int, ...]
+    reason: int = AckReason.NORMAL
+    via_mirror: bool = False
+    timestamp_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class DeliveryCountUpdated:
     queue_id: int
     message_id: int
@@ -165,6 +177,7 @@ Record = (
     | QueueRemoved
     | MessageAdded
     | MessageAcked
+    | MessagesAcked
     | DeliveryCountUpdated
     | MetaRecord
     | HighestIds

@@ -23,6 +23,7 @@ from broker_core.journal.records import (
     HighestIds,
     MessageAcked,
     MessageAdded,
+    MessagesAcked,
     MetaRecord,
     QueueAdded,
     QueueRemoved,
@@ -97,6 +98,7 @@ class LiveState:
             QueueRemoved: self._queue_removed,
             MessageAdded: self._message_added,
             MessageAcked: self._message_acked,
+            MessagesAcked: self._messages_acked,
             DeliveryCountUpdated: self._delivery_count,
             MetaRecord: self._meta,
             HighestIds: self._highest_ids,
@@ -225,6 +227,16 @@ class LiveState:
         m = self.messages.get(r.message_id)
         if m is not None and r.queue_id in m.refs:
             self._drop_ref(r.message_id, m, r.queue_id)
+
+    def _messages_acked(self, r: MessagesAcked, _seq: int, _offset: int, _size: int) -> None:
+        self._bump(1, r.queue_id)
+        if r.message_ids:
+            self._bump(2, max(r.message_ids))
+        messages, qid = self.messages, r.queue_id
+        for mid in r.message_ids:
+            m = messages.get(mid)
+            if m is not None and qid in m.refs:
+                self._drop_ref(mid, m, qid)
 
     def _delivery_count(self, r: DeliveryCountUpdated, _seq: int, _offset: int, _size: int) -> None:
         self._bump(1, r.queue_id)

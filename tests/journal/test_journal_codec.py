@@ -17,6 +17,7 @@ from broker_core.journal.records import (
     HighestIds,
     MessageAcked,
     MessageAdded,
+    MessagesAcked,
     MetaRecord,
     QueueAdded,
     QueueRemoved,
@@ -64,6 +65,14 @@ records: st.SearchStrategy[Record] = st.one_of(
         st.booleans(),
     ),
     st.builds(MessageAcked, ids, ids, st.integers(0, 3), st.booleans(), st.integers(-(2**63), 2**63 - 1)),
+    st.builds(
+        MessagesAcked,
+        ids,
+        st.lists(ids, max_size=50).map(tuple),
+        st.integers(0, 3),
+        st.booleans(),
+        st.integers(-(2**63), 2**63 - 1),
+    ),
     st.builds(DeliveryCountUpdated, ids, ids, st.integers(0, 2**32 - 1)),
     st.builds(MetaRecord, names, st.binary(max_size=200)),
     st.builds(HighestIds, ids, ids, ids),
@@ -101,6 +110,20 @@ def test_message_payload_layout_is_little_endian_and_stable() -> None:
     payload = frame[FRAME_SIZE:]
     assert payload[:8] == (0x0102).to_bytes(8, "little")
     assert payload.endswith(b"\x03\x00\x00\x00xyz")
+
+
+def test_a_run_of_acks_is_one_frame_of_eight_bytes_per_message() -> None:
+    frame = encode(MessagesAcked(3, (10, 12, 13), timestamp_ms=7))
+    length, record_type = struct.unpack_from("<IB", frame)
+    assert record_type == 11
+    assert length == 8 + 1 + 1 + 8 + 4 + 3 * 8
+    assert frame[-24:] == b"".join(i.to_bytes(8, "little") for i in (10, 12, 13))
+
+
+def test_an_ack_run_whose_count_disagrees_with_its_length_is_a_format_error() -> None:
+    payload = encode(MessagesAcked(3, (10, 12)))[FRAME_SIZE:]
+    with pytest.raises(struct.error, match="2 message ids in 8 bytes"):
+        decode(11, payload[:-8])
 
 
 def test_fields_that_do_not_fit_are_a_value_error() -> None:

@@ -9,6 +9,7 @@ from broker_core.journal.records import (
     DeliveryCountUpdated,
     MessageAcked,
     MessageAdded,
+    MessagesAcked,
     MetaRecord,
     QueueAdded,
     QueueRemoved,
@@ -72,3 +73,24 @@ def test_apply_written_equals_apply_one_by_one() -> None:
             at += n
         assert position == offset
         assert _snapshot(inline) == _snapshot(one), seed
+
+
+def test_a_run_of_acks_is_the_same_as_its_acks_one_by_one() -> None:
+    for seed in range(5):
+        rng = random.Random(seed)
+        records = _records(rng)
+        runs: list[Record] = []  # the same records, with some MessageAcked gathered into MessagesAcked
+        singles: list[Record] = []
+        for r in records:
+            runs.append(r)
+            singles.append(r)
+            if isinstance(r, MessageAcked) and rng.random() < 0.5:
+                more = tuple(rng.randint(1, 1100) for _ in range(rng.randint(0, 6)))  # unknown ids too
+                runs[-1] = MessagesAcked(r.queue_id, (r.message_id, *more), r.reason)
+                singles += [MessageAcked(r.queue_id, mid, r.reason) for mid in more]
+        with_runs, one_by_one = LiveState(keep_records=True), LiveState(keep_records=True)
+        for state, recs in ((with_runs, runs), (one_by_one, singles)):
+            for r in recs:
+                state.apply(r, 3, 0, 0)  # sizes 0: only the messages, refs and ids are compared
+        assert _snapshot(with_runs) == _snapshot(one_by_one), seed
+        assert any(isinstance(r, MessagesAcked) for r in runs)

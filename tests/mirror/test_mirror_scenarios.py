@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from broker_core.journal import iter_records
+from broker_core.journal.records import MessageAcked, MessagesAcked, QueueAdded
 from connections.cli import request
 from tests.mirror.test_dual_mirror import QUEUES, depth, status
 from tests.peers.ports import free_port, wait_until
@@ -71,6 +73,36 @@ def test_target_down_under_load_then_catch_up_exactly(tmp_path: Path) -> None:
         wait_until(lambda: drained(dc1), 30, "DC1's store-and-forward queue to drain")
         assert status(dc1)["sources"][0]["pendingBytes"] == 0  # neither lost at the restart nor counted twice
         assert bodies(dc2) == sorted(f"m{i}" for i in range(600)), "lost or duplicated after catch-up"
+    finally:
+        dc1.stop()
+        dc2.stop()
+
+
+def test_accepted_events_leave_the_queue_in_runs_and_stay_gone_after_a_restart(tmp_path: Path) -> None:
+    """The events one disposition of the target accepts are journalled as one MessagesAcked, which
+    recovery replays like the acks one by one."""
+    p1, p2 = free_port(), free_port()
+    dc2 = broker(tmp_path, "dc2", p2).start()
+    dc1 = broker(tmp_path, "dc1", p1, ("DC2", p2, "")).start()
+    try:
+        wait_until(lambda: "AMQ111003" in dc1.log(), 20, "the mirror to connect")
+        send(dc1.url, "orders", [f"m{i}" for i in range(600)])
+        wait_until(lambda: drained(dc1), 30, "DC1's store-and-forward queue to drain")
+        dc1.stop()
+        dc2.stop()
+        journal = list(iter_records(tmp_path / "dc1" / "data" / "journal"))
+        snf = next(
+            r.queue_id
+            for _, r in journal
+            if isinstance(r, QueueAdded) and r.name == "$ACTIVEMQ_ARTEMIS_MIRROR_DC2"
+        )
+        runs = [r for _, r in journal if isinstance(r, MessagesAcked) and r.queue_id == snf]
+        assert not [r for _, r in journal if isinstance(r, MessageAcked) and r.queue_id == snf]
+        acked = [mid for r in runs for mid in r.message_ids]
+        assert len(acked) == len(set(acked)) >= 600, "every event (600 messages and the announcements) once"
+        assert len(runs) < len(acked), "the target's dispositions cover several events each"
+        dc1.start()  # the target still down: nothing can leave the queue but what recovery left in it
+        assert status(dc1)["sources"][0]["pendingEvents"] < 20, "accepted events came back at the restart"
     finally:
         dc1.stop()
         dc2.stop()
