@@ -33,6 +33,7 @@ from .framing import (
     fast_disposition_fields,
     fast_transfer_fields,
     frame,
+    single_transfer_head,
     transfer_frames,
     unpack_header,
 )
@@ -811,6 +812,13 @@ class Connection:
         link.delivery_count = (link.delivery_count + 1) & UINT_MAX
         if not settled:
             s.outgoing_unsettled[delivery_id] = (link, context)
+        if message_format == 0:
+            head = single_transfer_head(
+                s.channel, link.handle, delivery_id, tag, settled, len(payload), self.remote_max_frame_size
+            )
+            if head is not None:  # one frame: its two pieces are joined with the rest of the output
+                self._out += (head, payload)
+                return delivery_id
         frames = transfer_frames(
             s.channel,
             link.handle,

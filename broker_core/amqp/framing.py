@@ -49,6 +49,22 @@ _SINGLE_FIXED = HEADER_SIZE + 6 + 2 + 5 + 2 + 2  # every byte of a single-frame 
 _SINGLE_HEADS: dict[int, struct.Struct] = {}
 
 
+def single_transfer_head(
+    channel: int, handle: int, delivery_id: int, tag: bytes, settled: bool, size: int, max_frame_size: int
+) -> bytes | None:
+    """The bytes before the payload of the usual delivery (message format 0, a short tag) when it fits
+    one frame, else None: frame header, then a list8 of handle (smalluint), delivery-id (uint), binary8
+    tag, message-format 0 (uint0) and settled, packed by one struct."""
+    n = len(tag)
+    size += _SINGLE_FIXED + n
+    if n > 32 or handle > 255 or size > max_frame_size:
+        return None
+    return (_SINGLE_HEADS.get(n) or _single_head(n)).pack(
+        size, 2, FRAME_AMQP, channel, 0x00, 0x53, 0x14, 0xC0, 12 + n, 5,
+        0x52, handle, 0x70, delivery_id, 0xA0, n, tag, 0x43, 0x41 if settled else 0x42,
+    )  # fmt: skip
+
+
 def _single_head(tag_size: int) -> struct.Struct:
     head = struct.Struct(f">IBBH6B2BBI2B{tag_size}s2B")
     _SINGLE_HEADS[tag_size] = head
@@ -66,17 +82,9 @@ def transfer_frames(
     message_format: int = 0,
 ) -> list[bytes]:
     """Encode one delivery as one or more transfer frames, split to fit `max_frame_size`."""
-    n = len(tag)
-    if message_format == 0 and n <= 32 and handle < 256:
-        # The usual delivery, in one struct: frame header, then a list8 of handle (smalluint), delivery-id
-        # (uint), binary8 tag, message-format 0 (uint0) and settled, then the payload.
-        size = _SINGLE_FIXED + n + len(payload)
-        if size <= max_frame_size:
-            head = (_SINGLE_HEADS.get(n) or _single_head(n)).pack(
-                size, 2, FRAME_AMQP, channel, 0x00, 0x53, 0x14, 0xC0, 12 + n, 5,
-                0x52, handle, 0x70, delivery_id, 0xA0, n, tag, 0x43, 0x41 if settled else 0x42,
-            )  # fmt: skip
-            return [head + payload]
+    head = single_transfer_head(channel, handle, delivery_id, tag, settled, len(payload), max_frame_size)
+    if head is not None and message_format == 0:
+        return [head + payload]
     fmt = b"\x43" if message_format == 0 else _uint(message_format)
     first_fields = [
         _uint(handle),
