@@ -82,9 +82,10 @@ def transfer_frames(
     message_format: int = 0,
 ) -> list[bytes]:
     """Encode one delivery as one or more transfer frames, split to fit `max_frame_size`."""
-    head = single_transfer_head(channel, handle, delivery_id, tag, settled, len(payload), max_frame_size)
-    if head is not None and message_format == 0:
-        return [head + payload]
+    if message_format == 0:
+        head = single_transfer_head(channel, handle, delivery_id, tag, settled, len(payload), max_frame_size)
+        if head is not None:
+            return [head + payload]
     fmt = b"\x43" if message_format == 0 else _uint(message_format)
     first_fields = [
         _uint(handle),
