@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.load import ThroughputResult, protonc_throughput, rhea_latency, rhea_throughput
 from bench.targets import Endpoint, open_target
+from broker_core import compiled
 
 SYSTEMS = ("ours", "rabbitmq", "protonc")
 PEERS = ("rabbitmq", "protonc")
@@ -175,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(systems) - set(SYSTEMS)
     if unknown:
         raise SystemExit(f"unknown systems {sorted(unknown)}; choose from {SYSTEMS}")
+    print(f"ours: {compiled.status()}", flush=True)  # a stale build means plain Python is measured
     samples = run_rounds(args, systems)
     mode = "durable" if args.durable else "non-durable"
     body = "small map body" if args.generator == "protonc" else f"{args.size} B"

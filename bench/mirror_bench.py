@@ -31,6 +31,7 @@ if str(REPO) not in sys.path:
 
 from bench.load import ThroughputResult, rhea_throughput  # noqa: E402
 from bench.targets import Endpoint  # noqa: E402
+from broker_core import compiled  # noqa: E402
 from connections.cli import Management  # noqa: E402
 from tests.peers.ports import free_port, wait_until  # noqa: E402
 from tests.peers.procs import tree_cpu_seconds  # noqa: E402
@@ -119,6 +120,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     chosen = args.only or list(MEASURES)
+    print(compiled.status(), flush=True)  # a stale build means plain Python is measured
 
     with tempfile.TemporaryDirectory(prefix="mirror-bench-") as tmp:
         home = Path(tmp)

@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from broker_core import compiled  # noqa: E402
 from broker_core.amqp.connection import Connection  # noqa: E402
 from broker_core.config.parser import load_config  # noqa: E402
 from broker_core.protocol import BrokerEndpoint  # noqa: E402
@@ -141,6 +142,7 @@ def main() -> None:
     parser.add_argument("count", nargs="?", type=int, default=30000)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    print(compiled.status(), flush=True)  # a stale build means plain Python is measured
     costs = [run(args.count) for _ in range(args.repeat)]
     print(
         f"mirror target, {args.count} replicated 1 KiB messages: CPU us/event "
