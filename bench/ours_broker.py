@@ -37,7 +37,7 @@ if __name__ == "__main__":
     argv = [
         sys.executable,
         "-m",
-        "broker_core.cli",
+        "amqp_mirror",
         "run",
         "--config",
         str(etc / "broker.xml"),

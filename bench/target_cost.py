@@ -30,7 +30,7 @@ from broker_core import compiled  # noqa: E402
 from broker_core.amqp.connection import Connection  # noqa: E402
 from broker_core.config.parser import load_config  # noqa: E402
 from broker_core.protocol import BrokerEndpoint  # noqa: E402
-from broker_core.runtime import tune_gc  # noqa: E402
+from amqp_mirror.runtime import tune_gc  # noqa: E402
 from broker_core.server import Server  # noqa: E402
 from mirror import wire  # noqa: E402
 from mirror.attach import mirror_source_attach  # noqa: E402

@@ -32,7 +32,7 @@ BAD_LINES = {4: "persistence-enabled", 5: "journal-file-size", 7: "acceptor"}
 
 def _cli(cwd: Path, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    argv = [sys.executable, "-m", "broker_core.cli", *args]
+    argv = [sys.executable, "-m", "amqp_mirror", *args]
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 

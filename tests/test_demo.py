@@ -10,7 +10,7 @@ import sys
 def test_demo_mirrors_both_ways_and_its_summary_adds_up() -> None:
     n = 200
     out = subprocess.run(
-        [sys.executable, "-m", "broker_core.cli", "demo", "--messages", str(n)],
+        [sys.executable, "-m", "amqp_mirror", "demo", "--messages", str(n)],
         capture_output=True,
         text=True,
         timeout=180,

@@ -178,7 +178,7 @@ def test_plain_tcp_client_fails_cleanly_and_the_broker_keeps_serving(
 
 def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    argv = [sys.executable, "-m", "broker_core.cli", *args]
+    argv = [sys.executable, "-m", "amqp_mirror", *args]
     return subprocess.run(argv, cwd=home, env=env, capture_output=True, text=True, timeout=30)
 
 

@@ -16,7 +16,7 @@ import pytest
 from proton import ConnectionException
 
 from broker_core.config import load_config
-from broker_core.runtime import Broker, new_loop
+from amqp_mirror.runtime import Broker, new_loop
 from tests.peers.ports import LOOPBACK
 from tests.support.broker import BrokerProcess
 from tests.support.client import connect, receive, send

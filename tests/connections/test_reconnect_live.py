@@ -110,7 +110,7 @@ def test_management_lists_starts_and_stops_connections(tmp_path: Path) -> None:
         )
         assert [m.body for m in receive(far.url, "out.q", 1)] == ["held"]
         cli = subprocess.run(
-            [sys.executable, "-m", "broker_core.cli", "connections", "list", "--url", near.url],
+            [sys.executable, "-m", "amqp_mirror", "connections", "list", "--url", near.url],
             capture_output=True,
             text=True,
             timeout=30,

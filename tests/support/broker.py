@@ -116,7 +116,7 @@ class BrokerProcess:
         log = open(self.log_path, "wb")  # noqa: SIM115 - the child owns it
         env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "broker_core.cli", "run", "--config", str(self.config_path)],
+            [sys.executable, "-m", "amqp_mirror", "run", "--config", str(self.config_path)],
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=self.home,

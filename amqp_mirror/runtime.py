@@ -18,11 +18,11 @@ from mirror.install import mirror_policies
 from mirror.source import MirrorSource
 from mirror.target import MirrorTarget
 
-from . import compiled
-from .acceptor import Listener
-from .config.model import BrokerConfig
-from .handoff import DurableCallbacks
-from .server import Server
+from broker_core import compiled
+from broker_core.acceptor import Listener
+from broker_core.config.model import BrokerConfig
+from broker_core.handoff import DurableCallbacks
+from broker_core.server import Server
 
 log = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ import logging
 import sys
 from pathlib import Path
 
-from .config import ConfigError, load_config
-from .config.check import check_config_main
+from broker_core.config import ConfigError, load_config
+from broker_core.config.check import check_config_main
 
 
 def _setup_logging(level: str) -> None:

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .config import load_config
+from broker_core.config import load_config
 from .runtime import Broker, new_loop
 
 DEMO_XML = """<?xml version="1.0"?>
