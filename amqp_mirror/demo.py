@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from broker_core.config import load_config
-from .runtime import Broker, new_loop
+
+from .broker import Broker
+from .runtime import new_loop
 
 DEMO_XML = """<?xml version="1.0"?>
 <configuration xmlns="urn:activemq">

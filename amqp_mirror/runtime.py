@@ -1,8 +1,7 @@
-"""Run servers on one event loop: start, serve, and stop gracefully on SIGTERM/SIGINT.
+"""Run brokers on one event loop: start, serve, and stop gracefully on SIGTERM/SIGINT.
 
-A `Broker` is one server plus its listeners; several can share a loop (the demo runs DC1 and DC2 side
-by side; colocated backups will too). Graceful stop: stop accepting, close every connection with
-`amqp:connection:forced`, hand the last journal batch over and wait until it is on disk, exit 0.
+Graceful stop: stop accepting, close every connection with `amqp:connection:forced`, hand the last
+journal batch over and wait until it is on disk, exit 0.
 """
 
 from __future__ import annotations
@@ -11,84 +10,13 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Callable
-
-from connections.manager import BrokerConnectionManager
-from mirror.install import mirror_policies
-from mirror.source import MirrorSource
-from mirror.target import MirrorTarget
 
 from broker_core import compiled
-from broker_core.acceptor import Listener
 from broker_core.config.model import BrokerConfig
-from broker_core.handoff import DurableCallbacks
-from broker_core.server import Server
+
+from .broker import Broker
 
 log = logging.getLogger(__name__)
-
-ACK_RETRY_INTERVAL = 0.1  # Artemis's mirror-ack-manager-retry-delay default (100 ms)
-
-
-class Broker:
-    """One server and its sockets on a running loop."""
-
-    def __init__(self, config: BrokerConfig, loop: asyncio.AbstractEventLoop | None = None) -> None:
-        self.config = config
-        self.loop = loop or asyncio.get_event_loop()
-        self.server = Server(config, log=logging.getLogger(f"broker.{config.name}"))
-        self.listener: Listener | None = None
-        self.connections: BrokerConnectionManager | None = None
-        self._retry_timer: asyncio.TimerHandle | None = None
-        self.on_started: list[Callable[[Broker], None]] = []
-
-    async def start(self) -> None:
-        durable = DurableCallbacks(self.loop)
-        self.server.start(dispatch=durable.dispatch)
-        self.listener = Listener(self.server, self.loop, durable)
-        await self.listener.start()
-        self.server.mirror_target = MirrorTarget(self.server)
-        self.connections = BrokerConnectionManager(
-            self.server, self.loop, self.listener.flusher, extra_factories=[mirror_policies]
-        )
-        self.server.management.extensions["getMirrorStatus"] = self.mirror_status
-        self._retry_timer = self.loop.call_later(ACK_RETRY_INTERVAL, self._retry_acks)
-        self.server.management.connections = self.connections
-        self.connections.start()
-        for cb in self.on_started:
-            cb(self)
-
-    def _retry_acks(self) -> None:
-        self.server.mirror_target.retry_acks()
-        self._retry_timer = self.loop.call_later(ACK_RETRY_INTERVAL, self._retry_acks)
-
-    def mirror_status(self) -> dict[str, object]:
-        sources = []
-        if self.connections is not None:
-            for c in self.connections.connections.values():
-                sources += [
-                    {**p.status(), "connected": c.connected}
-                    for p in c.policies
-                    if isinstance(p, MirrorSource)
-                ]
-        return {"sources": sources, "target": self.server.mirror_target.status()}
-
-    def port(self, acceptor: str | None = None) -> int:
-        assert self.listener is not None
-        if acceptor is None:
-            return next(iter(self.listener.bound.values()))[1]
-        return self.listener.bound[acceptor][1]
-
-    async def stop(self) -> None:
-        if not self.server.started:
-            return
-        if self._retry_timer is not None:
-            self._retry_timer.cancel()
-        if self.connections is not None:
-            self.connections.stop()
-        if self.listener is not None:
-            self.listener.stop_accepting()
-            await self.listener.close_connections()
-        self.server.stop()
 
 
 def new_loop() -> asyncio.AbstractEventLoop:
@@ -121,9 +49,8 @@ def run(configs: list[BrokerConfig]) -> int:
     async def main() -> None:
         for b in brokers:
             try:
+                b.turn.on_fatal = on_fatal
                 await b.start()
-                if b.listener is not None:
-                    b.listener.flusher.on_fatal = on_fatal
             except (OSError, ValueError) as exc:  # a port in use, an unreadable certificate, ...
                 failed.append(f"{b.config.name}: cannot start: {exc}")
                 for started in brokers:

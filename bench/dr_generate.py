@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import BinaryIO
 
 from broker_core.journal.codec import encode
-from broker_core.journal.records import ANYCAST, MessageAcked, MessageAdded, MetaRecord, QueueAdded
+from broker_core.journal.records import MessageAcked, MessageAdded, MetaRecord, QueueAdded
 from broker_core.journal.segment import KIND_PLAIN, SegmentHeader, pack_header, plain_name
+from broker_core.vocabulary import ANYCAST
 
 SNF_ID = 1
 SEGMENT_BYTES = 64 * 1024 * 1024

@@ -26,14 +26,16 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from amqp_mirror.runtime import tune_gc  # noqa: E402
 from broker_core import compiled  # noqa: E402
 from broker_core.amqp.connection import Connection  # noqa: E402
 from broker_core.config.parser import load_config  # noqa: E402
-from broker_core.protocol import BrokerEndpoint  # noqa: E402
-from amqp_mirror.runtime import tune_gc  # noqa: E402
+from broker_core.endpoint import BrokerEndpoint  # noqa: E402
 from broker_core.server import Server  # noqa: E402
+from broker_core.services import Services  # noqa: E402
 from mirror import wire  # noqa: E402
 from mirror.attach import mirror_source_attach  # noqa: E402
+from mirror.inbound import MirrorLinks  # noqa: E402
 from mirror.target import MirrorTarget  # noqa: E402
 from tests.support.broker import broker_xml  # noqa: E402
 
@@ -65,7 +67,7 @@ class NoSocket:
     def __init__(self) -> None:
         self.endpoint: BrokerEndpoint | None = None
 
-    def mark_dirty(self, endpoint: Any) -> None:
+    def mark_dirty(self) -> None:
         pass
 
     def write_out(self) -> None:
@@ -86,12 +88,14 @@ def run(n: int) -> float:
         server = Server(config)
         ready: list[Any] = []  # journal callbacks, handed over by the writer thread
         server.start(dispatch=ready.append)
-        server.set_flush_scheduler(lambda: None)
-        server.mirror_target = MirrorTarget(server)
+        server.persistence.set_scheduler(lambda: None)
+        target = MirrorTarget(server)
+        services = Services()
+        services.register_prefix(wire.MIRROR_ADDRESS_PREFIX, MirrorLinks(server, target))
         server.ensure_address("orders", {"ANYCAST"}, auto_created=True)
         server.create_queue("orders", "orders", "ANYCAST", durable=True)
         io = NoSocket()
-        endpoint = BrokerEndpoint(server, config.acceptors[0], io, "source")
+        endpoint = BrokerEndpoint(server, config.acceptors[0], services, io, "source")
         io.endpoint = endpoint
         source = Connection(Source(), server=False, container_id="dc1")
         source.start_client(sasl=True)
@@ -121,7 +125,7 @@ def run(n: int) -> float:
         t0 = time.process_time()
         for at in range(0, len(stream), READ):
             endpoint.conn.receive(stream[at : at + READ])
-            server.flush_pending()
+            server.persistence.flush()
             while ready:
                 ready.pop(0)()
             io.write_out()
@@ -129,7 +133,7 @@ def run(n: int) -> float:
         while ready:
             ready.pop(0)()
         cpu = time.process_time() - t0
-        applied = server.mirror_target.stats["messages"]
+        applied = target.stats["messages"]
         assert applied == n and not endpoint.conn.closed, (applied, endpoint.conn.error)
         server.stop()
         return cpu / n * 1e6

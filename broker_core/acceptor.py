@@ -1,8 +1,7 @@
 """Sockets: asyncio listeners that feed accepted connections to the AMQP engine.
 
-Output is written once per loop turn: protocol work marks endpoints dirty, and a single `call_soon`
-flushes all of them, after the journal batch for the same turn was handed over. That keeps the number
-of syscalls per message low when many messages arrive in one read.
+Output is written once per loop turn (turn.py): endpoint work marks a socket dirty, and the turn writes
+every dirty socket after handing over the journal batch of the same turn.
 """
 
 from __future__ import annotations
@@ -11,78 +10,33 @@ import asyncio
 import logging
 import ssl
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .amqp import errors
-from .journal.errors import JournalError
-from .protocol import BrokerEndpoint
+from .endpoint import BrokerEndpoint
 
 if TYPE_CHECKING:
     from .config.model import Acceptor
-    from .handoff import DurableCallbacks
     from .server import Server
+    from .services import Services
+    from .turn import Turn
 
 log = logging.getLogger(__name__)
 
 HIGH_WATER = 4 * 1024 * 1024
-BATCH_BETWEEN_READS = 1000  # records (measured: bench/mirror_bench.py --only catch-up --only throughput)
-
-
-class Flusher:
-    """Writes every dirty endpoint's output once per loop turn."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, server: Server, durable: DurableCallbacks) -> None:
-        self.loop = loop
-        self.server = server
-        self.durable = durable
-        self.dirty: dict[int, Any] = {}
-        self.scheduled = False
-        self.on_fatal: Callable[[BaseException], None] | None = None
-
-    def mark_dirty(self, endpoint: Any) -> None:
-        self.dirty[id(endpoint)] = endpoint
-        if not self.scheduled:
-            self.scheduled = True
-            self.loop.call_soon(self.flush)
-
-    def flush(self) -> None:
-        self.scheduled = False
-        self._hand_to_journal()
-        while self.dirty:
-            dirty, self.dirty = self.dirty, {}
-            for ep in dirty.values():
-                ep.io.write_out()
-
-    def after_read(self) -> None:
-        """After each socket read. One loop turn can bring dozens of reads (libuv reads a busy socket up to
-        32 times per poll): a large batch goes to the journal now rather than at the end of the turn
-        (a mirror target's batch was up to 7,000 deliveries, its last one holding up the end of a
-        catch-up), and journal callbacks that are ready run now, so that what is durable is confirmed."""
-        if self.server.pending_records() >= BATCH_BETWEEN_READS:
-            self._hand_to_journal()
-        self.durable.run()
-
-    def _hand_to_journal(self) -> None:
-        try:
-            self.server.flush_pending()
-        except JournalError as exc:
-            # Nothing can be made durable any more: stop (Artemis's critical I/O policy), loudly.
-            log.critical("journal failed, the broker cannot persist and shuts down: %s", exc)
-            if self.on_fatal is not None:
-                self.on_fatal(exc)
 
 
 class AmqpSocket(asyncio.Protocol):
     """One accepted TCP (or TLS) connection."""
 
     def __init__(
-        self, server: Server, acceptor: Acceptor, flusher: Flusher, registry: set[AmqpSocket]
+        self, server: Server, acceptor: Acceptor, services: Services, turn: Turn, registry: set[AmqpSocket]
     ) -> None:
         self.server = server
         self.acceptor = acceptor
-        self.flusher = flusher
+        self.services = services
+        self.turn = turn
         self.registry = registry
         self.transport: asyncio.Transport | None = None
         self.endpoint: BrokerEndpoint | None = None
@@ -102,7 +56,7 @@ class AmqpSocket(asyncio.Protocol):
             return
         transport.set_write_buffer_limits(high=HIGH_WATER)
         self.registry.add(self)
-        self.endpoint = BrokerEndpoint(self.server, self.acceptor, self, name)
+        self.endpoint = BrokerEndpoint(self.server, self.acceptor, self.services, self, name)
         self.endpoint.conn.last_received = time.monotonic()
         log.debug("connection from %s on acceptor %s", name, self.acceptor.name)
 
@@ -115,21 +69,21 @@ class AmqpSocket(asyncio.Protocol):
         try:
             conn.receive(data)
         except Exception as exc:  # a bug must cost this connection only, never the broker
-            log.exception("internal error on connection %s", ep.peer)
+            log.exception("internal error on connection %s", ep.name)
             conn.fail(errors.INTERNAL_ERROR, f"internal error: {type(exc).__name__}")
         if conn.error is not None and conn.closed:
-            log.warning("connection %s closed: %s: %s", ep.peer, conn.error.condition, conn.error.description)
-        self.flusher.mark_dirty(ep)
-        self.flusher.after_read()
+            log.warning("connection %s closed: %s: %s", ep.name, conn.error.condition, conn.error.description)
+        self.turn.mark_dirty(self)
+        self.turn.after_read()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.registry.discard(self)
         ep = self.endpoint
         if ep is not None:
             if not ep.conn.closed:
-                log.info("connection %s lost%s", ep.peer, f": {exc}" if exc else "")
+                log.info("connection %s lost%s", ep.name, f": {exc}" if exc else "")
             ep.connection_lost()
-            self.flusher.server.flush_pending()
+            self.turn.hand_to_journal()
 
     def pause_writing(self) -> None:
         if self.endpoint is not None:
@@ -139,12 +93,12 @@ class AmqpSocket(asyncio.Protocol):
         if self.endpoint is not None:
             self.endpoint.writable = True
             self.endpoint.resume()
-            self.flusher.mark_dirty(self.endpoint)
+            self.turn.mark_dirty(self)
 
     # the endpoint's I/O surface -----------------------------------------------------------------
 
-    def mark_dirty(self, endpoint: Any) -> None:
-        self.flusher.mark_dirty(endpoint)
+    def mark_dirty(self) -> None:
+        self.turn.mark_dirty(self)
 
     def write_out(self) -> None:
         ep, t = self.endpoint, self.transport
@@ -164,13 +118,13 @@ class AmqpSocket(asyncio.Protocol):
         if ep is not None and not ep.conn.closed:
             ep.conn.tick(now)
             if ep.conn.has_output() or ep.conn.closed:
-                self.flusher.mark_dirty(ep)
+                self.turn.mark_dirty(self)
 
     def close(self, condition: str, description: str) -> None:
         ep = self.endpoint
         if ep is not None:
             ep.conn.close(condition, description)
-            self.flusher.mark_dirty(ep)
+            self.turn.mark_dirty(self)
 
 
 def ssl_context(acceptor: Acceptor) -> ssl.SSLContext | None:
@@ -200,23 +154,25 @@ def ssl_context(acceptor: Acceptor) -> ssl.SSLContext | None:
 class Listener:
     """All acceptors of one server, plus the timers that tick its connections."""
 
-    def __init__(self, server: Server, loop: asyncio.AbstractEventLoop, durable: DurableCallbacks) -> None:
+    def __init__(
+        self, server: Server, loop: asyncio.AbstractEventLoop, turn: Turn, services: Services
+    ) -> None:
         self.server = server
         self.loop = loop
-        self.flusher = Flusher(loop, server, durable)
+        self.turn = turn
+        self.services = services
         self.sockets: set[AmqpSocket] = set()
         self.servers: list[Any] = []  # asyncio's or uvloop's Server (whose `sockets` is a list, not a tuple)
         self.bound: dict[str, tuple[str, int]] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._last_expiry_scan = time.monotonic()
-        server.set_flush_scheduler(lambda: self.flusher.mark_dirty(_NullEndpoint))
 
     async def start(self) -> None:
         for a in self.server.config.acceptors:
             ctx = ssl_context(a)
 
             def factory(a: Acceptor = a) -> AmqpSocket:
-                return AmqpSocket(self.server, a, self.flusher, self.sockets)
+                return AmqpSocket(self.server, a, self.services, self.turn, self.sockets)
 
             srv: Any = await self.loop.create_server(
                 factory, a.host, a.port, ssl=ctx, reuse_address=True, backlog=512
@@ -235,7 +191,7 @@ class Listener:
                 s.tick(now)
             if period > 0 and now - self._last_expiry_scan >= period:
                 self._last_expiry_scan = now
-                n = self.server.expire_scan()
+                n = self.server.outcomes.expire_scan()
                 if n:
                     log.info("expired %d messages", n)
         except Exception:
@@ -250,20 +206,8 @@ class Listener:
     async def close_connections(self) -> None:
         for s in list(self.sockets):
             s.close(errors.CONNECTION_FORCED, "broker shutting down")
-        self.flusher.flush()
+        self.turn.flush()
         for srv in self.servers:
             await srv.wait_closed() if not srv.sockets else None
         if self._timer is not None:
             self._timer.cancel()
-
-
-class _NullIO:
-    def write_out(self) -> None:
-        pass
-
-
-class _NullEndpointType:
-    io = _NullIO()
-
-
-_NullEndpoint = _NullEndpointType()

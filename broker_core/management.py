@@ -1,10 +1,14 @@
-"""Management over AMQP request/reply, in Artemis's message format.
+"""Management over AMQP request/reply, in Artemis's message format, as a table of operations.
 
 A request is sent to the management address (`activemq.management` by default) with application
 properties `_AMQ_ResourceName` (`broker`, `queue.<name>`, `address.<name>`) and `_AMQ_OperationName`
 (or `_AMQ_Attribute` to read an attribute), and a JSON array of parameters as an amqp-value string
 body. The reply goes to the request's `reply-to`, correlated by its message-id, with
 `_AMQ_OperationSucceeded` and the JSON-encoded result wrapped in an array, as Artemis answers.
+
+Which operations exist is not known here: each part of the broker adds its rows (the server its queues
+and addresses, the broker connections theirs, the mirror its status), as Artemis has one control
+object per resource. The composition root builds the table.
 """
 
 from __future__ import annotations
@@ -14,12 +18,16 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .errors import BrokerError
-from .message import MessageView, build_message
-from .queues import QueueStats
+from .amqp import errors
+from .amqp.codec import DecodeError
+from .errors import BrokerError, NotFound, NotImplementedHere
+from .message import MessageView, build_message, section_value
+from .services import Answer
 
 if TYPE_CHECKING:
-    from .server import Server
+    from .amqp.connection import Link
+    from .amqp.performatives import Attach
+    from .services import Peer
 
 log = logging.getLogger("broker.management")
 
@@ -28,16 +36,27 @@ OPERATION = "_AMQ_OperationName"
 ATTRIBUTE = "_AMQ_Attribute"
 SUCCEEDED = "_AMQ_OperationSucceeded"
 
+BROKER = "broker"  # resource kinds: `broker`, and the prefixes of `queue.<name>` and `address.<name>`
+QUEUE = "queue"
+ADDRESS = "address"
 
-class ManagementError(Exception):
-    pass
+# (the resource's name, e.g. the queue's, or "" for the broker; the request's parameters) -> result
+Operation = Callable[[str, list[Any]], Any]
+Attribute = Callable[[str], Any]
 
 
 class Management:
-    def __init__(self, server: Server) -> None:
-        self.server = server
-        self.connections: Any = None  # connections.manager.BrokerConnectionManager, set at start
-        self.extensions: dict[str, Callable[..., Any]] = {}  # more broker operations (e.g. the mirror's)
+    """The operations and attributes of one server's resources, and the request/reply codec."""
+
+    def __init__(self) -> None:
+        self._operations: dict[tuple[str, str], Operation] = {}
+        self._attributes: dict[tuple[str, str], Attribute] = {}
+
+    def add_operation(self, kind: str, name: str, operation: Operation) -> None:
+        self._operations[(kind, name)] = operation
+
+    def add_attribute(self, kind: str, name: str, attribute: Attribute) -> None:
+        self._attributes[(kind, name)] = attribute
 
     def handle(self, view: MessageView) -> tuple[str | None, bytes | None]:
         """Execute one request; return (reply-to address, reply payload)."""
@@ -47,14 +66,14 @@ class Management:
         app = view.section_map(0x74)
         resource = str(app.get(RESOURCE, ""))
         try:
-            params = self._params(view)
+            params = _params(view)
             if ATTRIBUTE in app:
                 result = self.attribute(resource, str(app[ATTRIBUTE]))
             else:
                 result = self.invoke(resource, str(app.get(OPERATION, "")), params)
             ok, body = True, json.dumps([result])
-        except (ManagementError, BrokerError, KeyError, ValueError, TypeError, IndexError) as exc:
-            ok, body = False, json.dumps([str(exc)])
+        except (BrokerError, KeyError, ValueError, TypeError, IndexError) as exc:
+            ok, body = False, json.dumps([str(exc.description if isinstance(exc, BrokerError) else exc)])
             log.info("management request %s on %s failed: %s", app.get(OPERATION), resource, exc)
         if reply_to is None:
             return None, None
@@ -62,78 +81,81 @@ class Management:
                               application_properties={SUCCEEDED: ok})  # fmt: skip
         return reply_to, reply
 
-    @staticmethod
-    def _params(view: MessageView) -> list[Any]:
-        for code, start, _ in view.all_sections():
-            if code == 0x77:
-                from .message import _section_value
-
-                body = _section_value(view.payload, start)
-                if isinstance(body, str) and body.strip():
-                    parsed = json.loads(body)
-                    return parsed if isinstance(parsed, list) else [parsed]
-                return body if isinstance(body, list) else []
-        return []
-
-    # --------------------------------------------------------------------------------- operations
-
     def invoke(self, resource: str, operation: str, params: list[Any]) -> Any:
-        srv = self.server
-        if resource == "broker":
-            conns = self.connections
-            if operation == "listBrokerConnections":
-                return json.dumps(conns.list() if conns else [])
-            if operation == "startBrokerConnection":
-                conns.start_connection(str(params[0]))
-                return None
-            if operation == "stopBrokerConnection":
-                conns.stop_connection(str(params[0]))
-                return None
-            if operation == "destroyQueue":
-                srv.delete_queue(str(params[0]))
-                return None
-            if operation == "deleteAddress":
-                srv.delete_address(str(params[0]), force=bool(params[1]) if len(params) > 1 else False)
-                return None
-            if operation == "getQueueNames":
-                return sorted(q.name for q in srv.queues.values() if not q.temporary)
-            if operation == "getAddressNames":
-                return sorted(srv.addresses)
-            if operation == "getStatistics":
-                return dict(srv.stats)
-            if operation == "getNodeID":
-                return srv.node_id
-            ext = self.extensions.get(operation)
-            if ext is not None:
-                return ext(*params)
-        if resource.startswith("queue."):
-            q = srv.queues.get(resource[6:])
-            if q is None:
-                raise ManagementError(f"queue {resource[6:]} does not exist")
-            if operation == "getStatistics":
-                return QueueStats.of(q)
-        raise ManagementError(f"unknown operation {operation!r} on resource {resource!r}")
+        kind, name = _kind(resource)
+        found = self._operations.get((kind, operation))
+        if found is None:
+            raise NotImplementedHere(f"unknown operation {operation!r} on resource {resource!r}")
+        return found(name, params)
 
     def attribute(self, resource: str, name: str) -> Any:
-        if resource.startswith("queue."):
-            q = self.server.queues.get(resource[6:])
-            if q is None:
-                raise ManagementError(f"queue {resource[6:]} does not exist")
-            stats = QueueStats.of(q)
-            key = {
-                "messageCount": "message-count",
-                "deliveringCount": "delivering-count",
-                "messagesAdded": "messages-added",
-                "messagesAcknowledged": "messages-acknowledged",
-                "messagesExpired": "messages-expired",
-                "messagesKilled": "messages-killed",
-                "consumerCount": "consumer-count",
-                "address": "address",
-                "durable": "durable",
-            }.get(name)
-            if key is None:
-                raise ManagementError(f"unknown queue attribute {name!r}")
-            return stats[key]
-        if resource == "broker" and name == "nodeID":
-            return self.server.node_id
-        raise ManagementError(f"unknown attribute {name!r} on {resource!r}")
+        kind, resource_name = _kind(resource)
+        found = self._attributes.get((kind, name))
+        if found is None:
+            raise NotFound(f"unknown attribute {name!r} on {resource!r}")
+        return found(resource_name)
+
+
+class ManagementService:
+    """Management as a service at its address: requests in, replies routed to their `reply-to`.
+
+    `authorize(user)` raises unless the user may manage; `send_reply(address, payload)` routes a reply."""
+
+    def __init__(
+        self,
+        management: Management,
+        authorize: Callable[[str | None], None],
+        send_reply: Callable[[str, bytes], None],
+    ) -> None:
+        self.management = management
+        self.authorize = authorize
+        self.send_reply = send_reply
+
+    def attach(self, peer: Peer, link: Link, attach: Attach, address: str) -> Answer:
+        self.authorize(peer.user)
+        return Answer(None, _Checked(), peer.credit_window)
+
+    def on_delivery(
+        self, peer: Peer, link: Link, state: object, delivery_id: int, settled: bool, payload: bytes
+    ) -> None:
+        session = link.session
+        try:
+            if not isinstance(state, _Checked):  # a relayed request: its link was never checked
+                self.authorize(peer.user)
+            view = MessageView(payload)
+            view.all_sections()
+            reply_to, reply = self.management.handle(view)
+            if reply_to and reply is not None:
+                self.send_reply(reply_to, reply)
+        except (DecodeError, IndexError, ValueError) as exc:
+            peer.reject(
+                session, delivery_id, settled, BrokerError(errors.DECODE_ERROR, f"malformed request: {exc}")
+            )
+            return
+        except BrokerError as exc:
+            peer.reject(session, delivery_id, settled, exc)
+            return
+        if not settled:
+            peer.accept_later(session, delivery_id)
+
+
+class _Checked:
+    """The state of a link whose user was authorized at attach."""
+
+
+def _kind(resource: str) -> tuple[str, str]:
+    if resource == BROKER:
+        return BROKER, ""
+    kind, _, name = resource.partition(".")
+    return kind, name
+
+
+def _params(view: MessageView) -> list[Any]:
+    for code, start, _ in view.all_sections():
+        if code == 0x77:
+            body = section_value(view.payload, start)
+            if isinstance(body, str) and body.strip():
+                parsed = json.loads(body)
+                return parsed if isinstance(parsed, list) else [parsed]
+            return body if isinstance(body, list) else []
+    return []

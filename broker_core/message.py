@@ -133,7 +133,7 @@ def list_fields(payload: bytes, start: int, *indices: int) -> list[Any]:
     return out
 
 
-def _section_value(payload: bytes, start: int) -> Any:
+def section_value(payload: bytes, start: int) -> Any:
     _, vpos = decode_value(payload, start + 1)
     value, _ = decode_value(payload, vpos)
     return value.value if isinstance(value, Described) else value
@@ -189,7 +189,7 @@ class MessageView:
             self._props = []
             for code, start, _ in self.all_sections():
                 if code == PROPERTIES:
-                    value = _section_value(self.payload, start)
+                    value = section_value(self.payload, start)
                     self._props = value if isinstance(value, list) else []
                     break
         return self._props
@@ -197,7 +197,7 @@ class MessageView:
     def section_map(self, code: int) -> dict[Any, Any]:
         for c, start, _ in self.all_sections():
             if c == code:
-                value = _section_value(self.payload, start)
+                value = section_value(self.payload, start)
                 return value if isinstance(value, dict) else {}
         return {}
 

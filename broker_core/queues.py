@@ -1,4 +1,4 @@
-"""Messages, queues and the consumers that drain them.
+"""Messages, queues, the addresses that bind them, and the consumers that drain them.
 
 Invariants:
 - A `StoredMessage` is shared by every queue it was routed to; `live_refs` counts the queues that
@@ -55,6 +55,12 @@ class StoredMessage:
         self.origin_message_id: int | None = None
         self.via_mirror = False
 
+    @property
+    def mirror_id(self) -> int:
+        """The id the mirror names this message by: the origin broker's id for it, or our own."""
+        origin = self.origin_message_id
+        return self.id if origin is None else origin
+
 
 class MessageRef:
     __slots__ = ("consumer", "delivery_count", "message", "queue")
@@ -85,6 +91,8 @@ class Consumer(Protocol):
 
     def can_take(self) -> bool: ...
     def deliver(self, ref: MessageRef) -> None: ...
+    def kick(self, condition: str, description: str) -> None:
+        """The queue went away: stop consuming and close the link with the reason."""
 
 
 class Queue:
@@ -107,7 +115,6 @@ class Queue:
         "max_consumers",
         "messages",
         "name",
-        "on_empty_consumers",
         "purge_on_no_consumers",
         "routing_type",
         "temporary",
@@ -147,7 +154,6 @@ class Queue:
         self.added = self.acked = self.expired = self.killed = 0
         self.dispatching = False
         self.after_durable = False  # references are added only once their journal batch is on disk
-        self.on_empty_consumers: Callable[[Queue], None] | None = None
         self._rr = 0
 
     def __repr__(self) -> str:
@@ -203,8 +209,6 @@ class Queue:
     def remove_consumer(self, consumer: Consumer) -> None:
         if consumer in self.consumers:
             self.consumers.remove(consumer)
-        if not self.consumers and self.on_empty_consumers is not None:
-            self.on_empty_consumers(self)
 
     def dispatch(self, is_expired: Callable[[MessageRef], bool] | None = None) -> None:
         """Hand waiting messages to consumers with credit, round robin."""
@@ -236,6 +240,47 @@ class Queue:
         """A reference left the consumer (acked, rejected or requeued)."""
         self.in_flight -= 1
         ref.consumer = None
+
+
+class Address:
+    """An address and the queues bound to it."""
+
+    __slots__ = (
+        "anycast_rr",
+        "auto_created",
+        "id",
+        "internal",
+        "name",
+        "queues",
+        "routed",
+        "routing_types",
+        "temporary",
+        "unrouted",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        routing_types: set[str],
+        *,
+        id: int = 0,
+        auto_created: bool = False,
+        internal: bool = False,
+        temporary: bool = False,
+    ) -> None:
+        self.name = name
+        self.routing_types = routing_types
+        self.id = id
+        self.auto_created = auto_created
+        self.internal = internal
+        self.temporary = temporary  # made for a temporary (dynamic) queue: never journalled nor mirrored
+        self.queues: list[Queue] = []
+        self.anycast_rr = 0  # the next anycast queue to take a message, round robin
+        self.routed = 0
+        self.unrouted = 0
+
+    def __repr__(self) -> str:
+        return f"<Address {self.name!r} {sorted(self.routing_types)} queues={len(self.queues)}>"
 
 
 class QueueStats:

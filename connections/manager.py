@@ -7,12 +7,14 @@ its child elements. It observes the server so that queues created later are matc
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from broker_core.server import Observer
+from broker_core.events import Cause, Observer
+from broker_core.management import BROKER, Management
 
 from .outbound import OutboundConnection
 from .policies import LinkPolicy
@@ -22,10 +24,11 @@ if TYPE_CHECKING:
     from broker_core.config.model import AmqpConnection
     from broker_core.queues import Queue
     from broker_core.server import Server
+    from broker_core.turn import Turn
 
 log = logging.getLogger("broker.connections")
 
-# Extra policy factories (the mirror registers itself here): (server, connection config) -> policies.
+# Policies of other kinds (the composition root adds the mirror's): (server, connection config) -> policies.
 PolicyFactory = Callable[["Server", "AmqpConnection"], list[LinkPolicy]]
 
 
@@ -34,7 +37,7 @@ class BrokerConnectionManager(Observer):
         self,
         server: Server,
         loop: asyncio.AbstractEventLoop,
-        flusher: Any,
+        turn: Turn,
         extra_factories: list[PolicyFactory] | None = None,
     ) -> None:
         self.server = server
@@ -44,7 +47,7 @@ class BrokerConnectionManager(Observer):
             policies: list[LinkPolicy] = [QueueLinks(server, link) for link in cfg.links]
             for factory in extra_factories or []:
                 policies.extend(factory(server, cfg))
-            self.connections[cfg.name] = OutboundConnection(server, cfg, loop, flusher, policies)
+            self.connections[cfg.name] = OutboundConnection(server, cfg, loop, turn, policies)
         server.add_observer(self)
         self._timer: asyncio.TimerHandle | None = None
 
@@ -87,8 +90,16 @@ class BrokerConnectionManager(Observer):
         self.get(name).stop()
         log.info("broker connection %s stopped by management", name)
 
+    def add_operations(self, management: Management) -> None:
+        """The broker connections' rows of the management table (Artemis's names)."""
+        management.add_operation(BROKER, "listBrokerConnections", lambda _, __: json.dumps(self.list()))
+        management.add_operation(
+            BROKER, "startBrokerConnection", lambda _, p: self.start_connection(str(p[0]))
+        )
+        management.add_operation(BROKER, "stopBrokerConnection", lambda _, p: self.stop_connection(str(p[0])))
+
     # ------------------------------------------------------------------------------- observer
 
-    def queue_added(self, queue: Queue) -> None:
+    def queue_added(self, queue: Queue, cause: Cause | None) -> None:
         for c in self.connections.values():
             c.queue_added(queue)

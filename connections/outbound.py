@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from broker_core.config.model import AmqpConnection, Endpoint
     from broker_core.queues import Queue
     from broker_core.server import Server
+    from broker_core.turn import Turn
 
 log = logging.getLogger("broker.connections")
 
@@ -35,21 +36,21 @@ VERSION = "0.1.0"
 
 
 class OutboundConnection:
-    """A `<amqp-connection>`: lifecycle, socket, engine handler."""
+    """A `<amqp-connection>`: lifecycle, socket, engine handler; the `LinkHost` of its link policies."""
 
     def __init__(
         self,
         server: Server,
         config: AmqpConnection,
         loop: asyncio.AbstractEventLoop,
-        flusher: Any,
+        turn: Turn,
         policies: list[LinkPolicy],
     ) -> None:
         self.server = server
         self.config = config
         self.name = config.name
         self.loop = loop
-        self.flusher = flusher
+        self.turn = turn
         self.policies = policies
         self.endpoints: list[Endpoint] = list(config.endpoints)
         self.machine = Reconnect(
@@ -77,9 +78,7 @@ class OutboundConnection:
 
     def start(self) -> None:
         for p in self.policies:
-            install = getattr(p, "install", None)
-            if install is not None:
-                install()  # e.g. the mirror starts capturing events now, connected or not
+            p.install()  # e.g. the mirror starts capturing events now, connected or not
         self._do(self.machine.handle(Event.START))
 
     def stop(self) -> None:
@@ -194,7 +193,7 @@ class OutboundConnection:
             self._lost(f"connection closed: {why}")
             return
         self.mark_dirty()
-        self.flusher.after_read()
+        self.turn.after_read()
 
     def socket_lost(self, exc: Exception | None) -> None:
         if self.transport is None and self.conn is None:
@@ -204,16 +203,15 @@ class OutboundConnection:
 
     # -------------------------------------------------------------------------- output plumbing
 
-    @property
-    def io(self) -> OutboundConnection:
-        return self  # the flusher calls `endpoint.io.write_out()`; this object is its own I/O side
-
     def write_out(self) -> None:
         if self.conn is not None:
             self._write(self.conn)
 
     def mark_dirty(self) -> None:
-        self.flusher.mark_dirty(self)
+        self.turn.mark_dirty(self)
+
+    def is_current(self, link: Link) -> bool:
+        return link.session.connection is self.conn
 
     def _write(self, conn: Connection) -> None:
         out = conn.take_output()
@@ -232,7 +230,7 @@ class OutboundConnection:
     # ------------------------------------------------------------------------ engine: SASL/open
 
     def on_sasl_init(self, conn: Connection, mechanism: str, response: bytes | None) -> None:
-        offered = [str(m) for m in _as_list(getattr(conn, "sasl_offered", []))]
+        offered = [str(m) for m in _as_list(conn.sasl_offered)]
         user, password = self.config.user, self.config.password
         if user and password:
             for mech in ("SCRAM-SHA-512", "SCRAM-SHA-256"):

@@ -28,17 +28,14 @@ from broker_core.amqp.performatives import (
 )
 from broker_core.config.model import LinkKind, LinkSettings
 from broker_core.message import MessageView
-from broker_core.protocol import apply_outcome
 from broker_core.queues import MessageRef, Queue, delivery_payload
 from filters.wildcard import matcher_for
 
-from .policies import LinkRole
+from .policies import LinkHost, LinkRole
 
 if TYPE_CHECKING:
     from broker_core.amqp.connection import Link
     from broker_core.server import Server
-
-    from .outbound import OutboundConnection
 
 log = logging.getLogger("broker.connections")
 
@@ -51,10 +48,10 @@ WRITE_EVERY = 128  # deliveries
 class RemoteConsumer:
     """A local queue consumer whose deliveries go out on one of our sender links."""
 
-    __slots__ = ("conn", "inflight", "link", "queue", "tag")
+    __slots__ = ("host", "inflight", "link", "queue", "tag")
 
-    def __init__(self, conn: OutboundConnection, link: Link, queue: Queue) -> None:
-        self.conn = conn
+    def __init__(self, host: LinkHost, link: Link, queue: Queue) -> None:
+        self.host = host
         self.link = link
         self.queue = queue
         self.inflight: dict[int, MessageRef] = {}
@@ -65,7 +62,7 @@ class RemoteConsumer:
         return (
             link.credit > 0
             and link.session.remote_incoming_window > 0
-            and self.conn.conn is link.connection
+            and self.host.is_current(link)
             and not link.closed_locally
         )
 
@@ -78,15 +75,15 @@ class RemoteConsumer:
         self.inflight[id(ref)] = ref
         self.link.connection.send_delivery(self.link, self.tag.to_bytes(4, "big"), payload, False, ref)
         if self.tag % WRITE_EVERY == 0:
-            self.conn.write_out()  # a long dispatch reaches the remote in slices, not at the end of the turn
-        self.conn.mark_dirty()
+            self.host.write_out()  # a long dispatch reaches the remote in slices, not at the end of the turn
+        self.host.mark_dirty()
 
     def kick(self, condition: str, description: str) -> None:
         """The local queue was deleted: stop consuming it and close the link."""
         self.give_back()
-        if not self.link.closed_locally and self.conn.conn is self.link.connection:
+        if not self.link.closed_locally and self.host.is_current(self.link):
             self.link.connection.detach(self.link, closed=True, condition=condition, description=description)
-            self.conn.mark_dirty()
+            self.host.mark_dirty()
 
     def give_back(self) -> None:
         """The connection is gone: leave the queue; what was in flight goes back, no attempt counted."""
@@ -121,15 +118,18 @@ class QueueLinks:
     def pending(self) -> int:
         return self._pending
 
+    def install(self) -> None:
+        pass  # nothing to do before the remote is there
+
     # ---------------------------------------------------------------------------------- attach
 
-    def attach_all(self, conn: OutboundConnection) -> None:
+    def attach_all(self, conn: LinkHost) -> None:
         self.links.clear()
         self.consumers.clear()
         for q in list(self.server.queues.values()):
             self.local_queue_added(conn, q)
 
-    def local_queue_added(self, conn: OutboundConnection, queue: Queue) -> None:
+    def local_queue_added(self, conn: LinkHost, queue: Queue) -> None:
         if not self.matches(queue):
             return
         if self.kind in (LinkKind.SENDER, LinkKind.PEER) and (queue.name, True) not in self.links:
@@ -137,7 +137,7 @@ class QueueLinks:
         if self.kind in (LinkKind.RECEIVER, LinkKind.PEER) and (queue.name, False) not in self.links:
             self._attach(conn, queue, sender=False)
 
-    def _attach(self, conn: OutboundConnection, queue: Queue, sender: bool) -> None:
+    def _attach(self, conn: LinkHost, queue: Queue, sender: bool) -> None:
         caps = [WAYPOINT] if self.kind is LinkKind.PEER else None
         name = f"{queue.address}:{uuid.uuid4()}"
         if sender:
@@ -162,7 +162,7 @@ class QueueLinks:
         self.links[(queue.name, sender)] = link
         self._pending += 1
 
-    def remote_attached(self, conn: OutboundConnection, link: Link) -> None:
+    def remote_attached(self, conn: LinkHost, link: Link) -> None:
         self._pending = max(0, self._pending - 1)
         role: LinkRole = link.context
         queue = role.queue
@@ -178,16 +178,16 @@ class QueueLinks:
 
     # ------------------------------------------------------------------------------- traffic
 
-    def on_flow(self, conn: OutboundConnection, link: Link) -> None:
+    def on_flow(self, conn: LinkHost, link: Link) -> None:
         role: LinkRole = link.context
         if link.is_sender and role.queue is not None and isinstance(role.state, RemoteConsumer):
-            role.queue.dispatch(self.server.is_expired)
+            role.queue.dispatch(self.server.outcomes.is_expired)
             if link.drain and link.credit > 0 and not role.queue.messages:
                 link.connection.drain_complete(link)
                 conn.mark_dirty()
 
     def on_delivery(
-        self, conn: OutboundConnection, link: Link, delivery_id: int, settled: bool, payload: bytes
+        self, conn: LinkHost, link: Link, delivery_id: int, settled: bool, payload: bytes
     ) -> None:
         role: LinkRole = link.context
         queue = role.queue
@@ -196,7 +196,7 @@ class QueueLinks:
         try:
             view = MessageView(payload)
             view.all_sections()
-            msg = self.server.route(queue.address, payload, view)
+            msg = self.server.router.route(queue.address, payload, view)
         except (DecodeError, ValueError) as exc:
             # a malformed message from the remote is refused, not retried forever by reconnecting
             log.warning("receiver link %s: malformed message rejected: %s", link.name, exc)
@@ -213,28 +213,28 @@ class QueueLinks:
             return
 
         def accept() -> None:
-            if link.connection is conn.conn and not link.closed_locally:
+            if conn.is_current(link) and not link.closed_locally:
                 session.incoming_unsettled.pop(delivery_id, None)
                 link.connection.settle_incoming(session, delivery_id, delivery_id, ACCEPTED_BYTES)
                 conn.mark_dirty()
 
         if msg is not None and msg.durable:
-            self.server.after_durable(accept)
+            self.server.persistence.confirm(accept)
         else:
             accept()
 
-    def on_outcome(self, conn: OutboundConnection, link: Link, context: Any, state: Any) -> None:
+    def on_outcome(self, conn: LinkHost, link: Link, context: Any, state: Any) -> None:
         consumer = link.context.state
         if not isinstance(context, MessageRef) or not isinstance(consumer, RemoteConsumer):
             return
         if consumer.inflight.pop(id(context), None) is None or context.consumer is None:
             return
-        apply_outcome(self.server, context, state)
+        self.server.outcomes.apply(context, state)
 
-    def outcomes_done(self, conn: OutboundConnection) -> None:
+    def outcomes_done(self, conn: LinkHost) -> None:
         pass  # each outcome was applied as it came
 
-    def detached_all(self, conn: OutboundConnection) -> None:
+    def detached_all(self, conn: LinkHost) -> None:
         """Connection gone: unacknowledged messages go back to their queues (no attempt counted)."""
         self._pending = 0
         for consumer in self.consumers.values():

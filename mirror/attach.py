@@ -3,7 +3,8 @@
 Source side (we mirror to a target): `mirror_source_attach` builds the sender attach exactly as an
 Artemis broker connection does; `check_target_answer` applies Artemis's four checks to the answer and
 returns the error text Artemis logs (each one is a connect-phase failure: tear down, retry).
-Target side (a source mirrors to us): `mirror_refusal` decides whether to refuse the link and
+Target side (a source mirrors to us): `mirror_refusal` decides whether to refuse the link (the inbound
+endpoint answers a refusal as for any link: a null terminus, then a detach with the error) and
 `mirror_target_answer` builds the accepting answer.
 
 Core message tunnelling: we never desire `AMQ_CORE_MESSAGE_TUNNELING` as a source, because we have
@@ -16,8 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker_core.amqp.codec import Symbol
-from broker_core.amqp.performatives import Attach, Detach, Error, Source, Target, symbols
+from broker_core.amqp import errors
+from broker_core.amqp.performatives import Attach, Source, Target, symbols
+from broker_core.errors import BrokerError, Unauthorized
 
 from .wire import BROKER_ID, CORE_MESSAGE_TUNNELING_SUPPORT, MIRROR_CAPABILITY, snf_name
 
@@ -25,9 +27,6 @@ SENDER = False  # AMQP attach `role` values
 RECEIVER = True
 SND_UNSETTLED = 0
 RCV_FIRST = 0
-
-ILLEGAL_STATE = "amqp:illegal-state"
-UNAUTHORIZED_ACCESS = "amqp:unauthorized-access"
 
 
 def mirror_link_name(connection_name: str, link_uuid: str) -> str:
@@ -76,40 +75,20 @@ def check_target_answer(answer: Attach, own_node_id: str, *, address: str | None
     return None
 
 
-def core_tunnelling_agreed(sent: Attach, answer: Attach) -> bool:
-    """Artemis tunnels Core messages only when it desired it and the target offered it."""
-    return CORE_MESSAGE_TUNNELING_SUPPORT in symbols(sent.desired_capabilities) and (
-        CORE_MESSAGE_TUNNELING_SUPPORT in symbols(answer.offered_capabilities)
-    )
+def mirror_refusal(remote: Attach) -> BrokerError | None:
+    """Why a mirror-address link must be refused (it lacks desired `amq.mirror`, or names no broker
+    id), or None. The SEND permission check comes first in Artemis; see `send_permission_refusal`."""
+    if MIRROR_CAPABILITY not in symbols(remote.desired_capabilities):
+        why = f"AMQ119024: link is missing a desired capability declaration {MIRROR_CAPABILITY}"
+        return BrokerError(errors.ILLEGAL_STATE, why)
+    if not remote_broker_id(remote):
+        return BrokerError(errors.INVALID_FIELD, f"mirror link without {BROKER_ID} link property")
+    return None
 
 
-def mirror_refusal(remote: Attach) -> tuple[str, str] | None:
-    """(condition, description) when a mirror-address link lacks desired `amq.mirror`, else None.
-
-    The SEND permission check comes first in Artemis; see `send_permission_refusal`.
-    """
-    if MIRROR_CAPABILITY in symbols(remote.desired_capabilities):
-        return None
-    return ILLEGAL_STATE, f"AMQ119024: link is missing a desired capability declaration {MIRROR_CAPABILITY}"
-
-
-def send_permission_refusal(reason: str) -> tuple[str, str]:
-    """(condition, description) for a mirror link whose user may not SEND to the mirror address."""
-    return UNAUTHORIZED_ACCESS, f"AMQ119017: not authorized to create producer, {reason}"
-
-
-def refusal_frames(remote: Attach, handle: int, condition: str, description: str) -> tuple[Attach, Detach]:
-    """Artemis refuses a link by answering with a null target, then detaching with the error."""
-    answer = Attach(
-        name=remote.name,
-        handle=handle,
-        role=RECEIVER,
-        snd_settle_mode=remote.snd_settle_mode,
-        rcv_settle_mode=RCV_FIRST,
-        source=remote.source,
-        target=None,
-    )
-    return answer, Detach(handle=handle, closed=True, error=Error(Symbol(condition), description))
+def send_permission_refusal(reason: str) -> Unauthorized:
+    """The refusal of a mirror link whose user may not SEND to the mirror address."""
+    return Unauthorized(f"AMQ119017: not authorized to create producer, {reason}")
 
 
 def mirror_target_answer(remote: Attach, node_id: str, *, handle: int) -> Attach:

@@ -38,7 +38,7 @@ from .wire import (
     POST_ACK,
     QUEUE,
     TARGET_QUEUES,
-    AckReason,
+    ack_reason_from_wire,
     leading_sections,
 )
 
@@ -60,7 +60,7 @@ class ControlEvent:
     address: str | None
     queue: str | None
     broker_id: str | None  # postAck: origin broker; None means "the link's remote broker"
-    reason: AckReason
+    reason: int  # vocabulary.AckReason
     message_id: int | None  # postAck body
     body: str | None  # JSON (address/queue events) or the queue name (deleteQueue)
 
@@ -70,7 +70,7 @@ class ControlEvent:
         address: str | None,
         queue: str | None,
         broker_id: str | None,
-        reason: AckReason,
+        reason: int,
         message_id: int | None,
         body: str | None,
     ) -> None:
@@ -222,7 +222,7 @@ def _decode_event(payload: bytes, parts: list[tuple[int, int, int]], ma: dict[An
         address=_opt_str(ma, ADDRESS),
         queue=_opt_str(ma, QUEUE),
         broker_id=_opt_str(ma, BROKER_ID),
-        reason=AckReason.from_wire(ma.get(ACK_REASON)),
+        reason=ack_reason_from_wire(ma.get(ACK_REASON)),
         message_id=message_id,
         body=text,
     )

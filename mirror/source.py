@@ -6,8 +6,11 @@ the target has Accepted it. A routed message is not copied: the queue gets a ref
 stored message, written in the same journal record as the client's send, so the two cannot part.
 
 Loop prevention (spec §3.2): nothing that the broker is applying *from* this mirror's own remote is
-sent back to it, and a message never goes back to the broker it originated on. `server.mirror_context`
-names the remote whose event is being applied while a target applies it.
+sent back to it, and a message never goes back to the broker it originated on. Each event's `Cause`
+names the remote whose event the broker was applying when it happened (events.py).
+
+With `sync="true"` the source is a confirmation condition (persistence.py): a local client's send or
+acknowledgement is confirmed only once the events it produced were accepted by the target.
 """
 
 from __future__ import annotations
@@ -15,14 +18,15 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from broker_core.amqp.codec import enc_long
 from broker_core.amqp.performatives import Accepted, Rejected
-from broker_core.queues import MessageRef, Queue, StoredMessage
-from broker_core.server import ACK_REPLACED, ANYCAST, NO_MIRROR, Address, Observer
-from connections.policies import ConnectError, LinkRole
+from broker_core.events import Cause, Observer
+from broker_core.persistence import Callback
+from broker_core.queues import Address, MessageRef, Queue, StoredMessage
+from broker_core.vocabulary import ANYCAST, AckReason
+from connections.policies import ConnectError, LinkHost, LinkRole
 from connections.queue_links import RemoteConsumer
 from filters.address_filter import AddressFilter
 
@@ -30,13 +34,11 @@ from . import wire
 from .attach import check_target_answer, mirror_source_attach, remote_broker_id
 from .json_shapes import AddressInfo, QueueConfiguration
 from .json_shapes import RoutingType as JsonRoutingType
-from .target import ACK_RETRY_CONTEXT
 
 if TYPE_CHECKING:
     from broker_core.amqp.connection import Link
     from broker_core.config.model import AmqpConnection, MirrorSettings
     from broker_core.server import Server
-    from connections.outbound import OutboundConnection
 
 log = logging.getLogger("broker.mirror")
 
@@ -50,8 +52,8 @@ class MirrorConsumer(RemoteConsumer):
 
     __slots__ = ("source",)
 
-    def __init__(self, source: MirrorSource, conn: OutboundConnection, link: Link, queue: Queue) -> None:
-        super().__init__(conn, link, queue)
+    def __init__(self, source: MirrorSource, host: LinkHost, link: Link, queue: Queue) -> None:
+        super().__init__(host, link, queue)
         self.source = source
 
     def payload(self, ref: MessageRef) -> bytes:
@@ -73,7 +75,8 @@ class MirrorSource(Observer):
         self._pending = 0
         self._pending_bytes = 0  # of the events on the store-and-forward queue: kept, not summed per call
         self.installed = False
-        self._sync_waiters: dict[int, Callable[[], None]] = {}
+        self._unconfirmed: set[int] = set()  # sync: events of local clients' work, not yet waited for
+        self._sync_waiters: dict[int, _Countdown] = {}
         self._settled: list[MessageRef] = []  # accepted or rejected, until the disposition is done
         self._post_ack_prefixes: dict[tuple[str, str, str | None, int], bytes] = {}
         self._excluded_cache: dict[str, bool] = {}
@@ -108,13 +111,13 @@ class MirrorSource(Observer):
         self._pending_bytes = sum(len(r.message.payload) for r in q.messages)  # recovered events
         srv.add_observer(self)
         if self.settings.sync:
-            srv.sync_mirrors += 1
+            srv.persistence.add_condition(self)
         self.installed = True
         if self.settings.queue_creation:
             for addr in list(srv.addresses.values()):
-                self.address_added(addr)
+                self.address_added(addr, None)
             for queue in list(srv.queues.values()):
-                self.queue_added(queue)
+                self.queue_added(queue, None)
         if self.settings.properties.get(INITIAL_SYNC, "false").lower() == "true":
             self._initial_sync()
         log.info(
@@ -143,10 +146,10 @@ class MirrorSource(Observer):
                 if identity not in seen:
                     seen.add(identity)
                     backlog.append(ref.message)
-        backlog.sort(key=lambda m: m.origin_message_id if m.origin_message_id is not None else m.id)
+        backlog.sort(key=lambda m: m.mirror_id)
         for msg in backlog:
-            mid = msg.origin_message_id if msg.origin_message_id is not None else msg.id
-            srv.enqueue_copy(self.queue, msg, origin=(msg.origin_broker_id, mid))
+            copy = (msg.origin_broker_id, msg.mirror_id)  # keeps its identity: later acks match it
+            srv.router.enqueue_internal(self.queue, msg.payload, address=msg.address, origin=copy)
             self._pending_bytes += len(msg.payload)
         srv.set_meta(done_key, b"1")
         log.info("mirror %s: initial sync queued %d existing messages", self.name, len(backlog))
@@ -167,81 +170,86 @@ class MirrorSource(Observer):
             self._excluded_cache[address] = excluded
         return excluded
 
-    def _from_remote(self) -> bool:
-        """True while applying an event that came from this mirror's remote (or any, before we know it)."""
-        ctx = self.server.mirror_context
-        if ctx is None:
+    def _from_remote(self, cause: Cause | None) -> bool:
+        """Whether the work comes from this mirror's remote (or any remote, before we know ours), or is
+        broker work no mirror may copy: then it must not be sent."""
+        if cause is None:
             return False
-        if ctx in (ACK_RETRY_CONTEXT, NO_MIRROR):
+        applying = cause.remote_id
+        if applying is None:
             return True
         remote = self.remote_id
-        return remote is None or ctx == remote
+        return remote is None or applying == remote
 
     def _queue_skipped(self, q: Queue) -> bool:
         return q.internal or q.temporary or q.name.startswith(wire.MIRROR_ADDRESS_PREFIX)
 
-    def _event(self, payload: bytes) -> None:
+    def _event(self, payload: bytes, cause: Cause | None) -> None:
         assert self.queue is not None
-        msg = self.server.enqueue_internal(self.queue, payload, durable=True)
+        msg = self.server.router.enqueue_internal(self.queue, payload)
         self.stats["events_queued"] += 1
         self._pending_bytes += len(payload)
-        self._capture(msg.id)
+        if cause is None and self.settings.sync:
+            self._unconfirmed.add(msg.id)
 
-    def _capture(self, message_id: int) -> None:
-        """With sync="true", the client's operation waits for this event to be accepted remotely."""
-        capture = self.server.mirror_capture
-        if self.settings.sync and capture is not None:
-            capture.append((self, message_id))
-
-    def wait_for(self, message_id: int, callback: Callable[[], None]) -> None:
-        self._sync_waiters[message_id] = callback
+    def wait(self, release: Callback) -> bool:
+        """The confirmation condition of a sync mirror: the events local clients' work produced since the
+        last call must be accepted by the target first."""
+        if not self._unconfirmed:
+            return False
+        events, self._unconfirmed = self._unconfirmed, set()
+        countdown = _Countdown(len(events), release)
+        for message_id in events:
+            self._sync_waiters[message_id] = countdown
+        return True
 
     # ------------------------------------------------------------------------------- observer
 
-    def address_added(self, address: Address) -> None:
+    def address_added(self, address: Address, cause: Cause | None) -> None:
         if (
             not self.settings.queue_creation
-            or self.server.mirror_context is not None
+            or cause is not None
             or address.internal
             or address.temporary
             or self._excluded(address.name)
         ):
             return
-        self._event(wire.add_address(_address_info(address)))
+        self._event(wire.add_address(_address_info(address)), cause)
 
-    def address_removed(self, address: Address) -> None:
+    def address_removed(self, address: Address, cause: Cause | None) -> None:
         if (
             not self.settings.queue_removal
-            or self._from_remote()
+            or self._from_remote(cause)
             or address.internal
             or address.temporary
             or self._excluded(address.name)
         ):
             return
-        self._event(wire.delete_address(_address_info(address)))
+        self._event(wire.delete_address(_address_info(address)), cause)
 
-    def queue_added(self, queue: Queue) -> None:
+    def queue_added(self, queue: Queue, cause: Cause | None) -> None:
         if (
             not self.settings.queue_creation
-            or self._from_remote()
+            or self._from_remote(cause)
             or self._queue_skipped(queue)
             or self._excluded(queue.address)
         ):
             return
-        self._event(wire.create_queue(_queue_config(queue)))
+        self._event(wire.create_queue(_queue_config(queue)), cause)
 
-    def queue_removed(self, queue: Queue) -> None:
+    def queue_removed(self, queue: Queue, cause: Cause | None) -> None:
         if (
             not self.settings.queue_removal
-            or self._from_remote()
+            or self._from_remote(cause)
             or self._queue_skipped(queue)
             or self._excluded(queue.address)
         ):
             return
-        self._event(wire.delete_queue(queue.address, queue.name))
+        self._event(wire.delete_queue(queue.address, queue.name), cause)
 
-    def extra_queues(self, message: StoredMessage, queues: list[Queue]) -> list[Queue]:
-        if self._from_remote():
+    def queues_to_join(self, message: StoredMessage, queues: list[Queue], cause: Cause | None) -> list[Queue]:
+        """The store-and-forward queue joins a routed message: the same stored message, the same record."""
+        if self._from_remote(cause):
             return []
         remote = self.remote_id
         if remote is not None and message.origin_broker_id == remote:
@@ -256,57 +264,56 @@ class MirrorSource(Observer):
         assert self.queue is not None
         self.stats["events_queued"] += 1
         self._pending_bytes += len(message.payload)
-        self._capture(message.id)
+        if cause is None and self.settings.sync:
+            self._unconfirmed.add(message.id)
         return [self.queue]
 
-    def message_acked(self, ref: MessageRef, reason: int) -> None:
+    def message_acked(self, ref: MessageRef, reason: int, cause: Cause | None) -> None:
         q = ref.queue
         if q is self.queue:  # an event left the store-and-forward queue (the only way one leaves)
             self._pending_bytes -= len(ref.message.payload)
             return
         if (
             not self.settings.message_acknowledgements
-            or reason == ACK_REPLACED
-            or self._from_remote()
+            or reason == AckReason.REPLACED
+            or self._from_remote(cause)
             or self._queue_skipped(q)
             or self._excluded(q.address)
         ):
             return
         msg = ref.message
-        mid = msg.origin_message_id if msg.origin_message_id is not None else msg.id
         key = (q.address, q.name, msg.origin_broker_id, reason)
         prefix = self._post_ack_prefixes.get(key)
         if prefix is None:  # everything but the id is the same for every ack on this queue: encode it once
-            sample = wire.post_ack(q.address, q.name, 0, msg.origin_broker_id, wire.AckReason(reason))
+            sample = wire.post_ack(q.address, q.name, 0, msg.origin_broker_id, reason)
             prefix = sample[: -len(_LONG_ZERO)]
             if len(self._post_ack_prefixes) > 10000:
                 self._post_ack_prefixes.clear()
             self._post_ack_prefixes[key] = prefix
-        self._event(prefix + enc_long(mid))
+        self._event(prefix + enc_long(msg.mirror_id), cause)
 
     # ---------------------------------------------------------------------------- wire payload
 
     def wire_payload(self, msg: StoredMessage) -> bytes:
         if msg.address == self.snf:
             return msg.payload  # a control event, already in its wire form
-        mid = msg.origin_message_id if msg.origin_message_id is not None else msg.id
-        return wire.replicate(msg.payload, mid, msg.origin_broker_id, msg.address)
+        return wire.replicate(msg.payload, msg.mirror_id, msg.origin_broker_id, msg.address)
 
     # ----------------------------------------------------------------------------- link policy
 
     def pending(self) -> int:
         return self._pending
 
-    def attach_all(self, conn: OutboundConnection) -> None:
+    def attach_all(self, conn: LinkHost) -> None:
         self.install()
         attach = mirror_source_attach(self.name, self.server.node_id, str(uuid.uuid4()))
         conn.attach(attach, LinkRole(self, self.queue))
         self._pending = 1
 
-    def local_queue_added(self, conn: OutboundConnection, queue: Queue) -> None:
+    def local_queue_added(self, conn: LinkHost, queue: Queue) -> None:
         pass  # queues reach the target as createQueue events, not as links
 
-    def remote_attached(self, conn: OutboundConnection, link: Link) -> None:
+    def remote_attached(self, conn: LinkHost, link: Link) -> None:
         self._pending = 0
         answer = link.remote_attach
         assert answer is not None and self.queue is not None
@@ -323,23 +330,23 @@ class MirrorSource(Observer):
         self.queue.add_consumer(consumer)
         self.queue.dispatch()
 
-    def on_flow(self, conn: OutboundConnection, link: Link) -> None:
+    def on_flow(self, conn: LinkHost, link: Link) -> None:
         if self.queue is not None and self.consumer is not None:
             self.queue.dispatch()
 
     def on_delivery(
-        self, conn: OutboundConnection, link: Link, delivery_id: int, settled: bool, payload: bytes
+        self, conn: LinkHost, link: Link, delivery_id: int, settled: bool, payload: bytes
     ) -> None:
         pass  # the mirror link only sends
 
-    def on_outcome(self, conn: OutboundConnection, link: Link, context: Any, state: Any) -> None:
+    def on_outcome(self, conn: LinkHost, link: Link, context: Any, state: Any) -> None:
         consumer = self.consumer
         if consumer is None or not isinstance(context, MessageRef):
             return
         if consumer.inflight.pop(id(context), None) is None or context.consumer is None:
             return
         if state is not None and not isinstance(state, (Accepted, Rejected)):
-            self.server.release(context, delivery_failed=False)  # released/modified: send it again
+            self.server.outcomes.release(context, delivery_failed=False)  # released/modified: send it again
             return
         if isinstance(state, Rejected):
             why = state.error.description if state.error else "no reason"
@@ -351,20 +358,22 @@ class MirrorSource(Observer):
             self.last_accepted = time.time()
         self._settled.append(context)
 
-    def outcomes_done(self, conn: OutboundConnection) -> None:
+    def outcomes_done(self, conn: LinkHost) -> None:
         """The events settled by one disposition leave the queue together: one journal record."""
         settled, self._settled = self._settled, []
         if not settled or self.queue is None:
             return
-        self.server.acknowledge_many(self.queue, settled)
-        waiters = self._sync_waiters
-        if waiters:
+        self.server.outcomes.acknowledge_many(self.queue, settled)
+        if self.settings.sync:
+            waiters, unconfirmed = self._sync_waiters, self._unconfirmed
             for ref in settled:
-                waiter = waiters.pop(ref.message.id, None)
-                if waiter is not None:
-                    waiter()
+                countdown = waiters.pop(ref.message.id, None)
+                if countdown is not None:
+                    countdown.one_done()
+                else:  # accepted before any confirmation waited for it (work that confirms nothing)
+                    unconfirmed.discard(ref.message.id)
 
-    def detached_all(self, conn: OutboundConnection) -> None:
+    def detached_all(self, conn: LinkHost) -> None:
         self._pending = 0
         consumer, self.consumer = self.consumer, None
         if consumer is not None:
@@ -392,6 +401,21 @@ class MirrorSource(Observer):
             "eventsAccepted": self.stats["events_accepted"],
             "lastAcceptedAt": int(self.last_accepted * 1000),  # epoch ms, 0: never
         }
+
+
+class _Countdown:
+    """Releases a confirmation once each of its events was accepted."""
+
+    __slots__ = ("left", "release")
+
+    def __init__(self, left: int, release: Callback) -> None:
+        self.left = left
+        self.release = release
+
+    def one_done(self) -> None:
+        self.left -= 1
+        if self.left == 0:
+            self.release()
 
 
 def _address_info(address: Address) -> AddressInfo:

@@ -2,7 +2,7 @@
 
 - Messages: deduplicated per origin broker by id (`RecentIds`: an exact window of recent ids and a floor
   below it; the highest id is persisted), stored with their (origin broker, origin id) identity, routed
-  with `server.mirror_context` set so that our own mirror sources do not reflect them.
+  with the cause "applying from <remote>", so that our own mirror sources do not reflect them.
 - postAck: the message is found by identity on the named queue; when it is not there yet (or is out to
   a local consumer) the ack is kept as a persisted retry and tried again, a bounded number of times.
 - Address/queue events: create if missing, delete if present; errors are logged, never refused.
@@ -16,15 +16,12 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from broker_core.amqp import errors
-from broker_core.amqp.performatives import Attach
 from broker_core.errors import BrokerError
+from broker_core.events import Cause
 from broker_core.message import MessageView
-from broker_core.security import SecurityError
-from broker_core.server import ACK_EXPIRED, ANYCAST, MULTICAST
+from broker_core.vocabulary import ANYCAST, MULTICAST, AckReason
 
 from . import decode, wire
-from .attach import mirror_refusal, mirror_target_answer, remote_broker_id, send_permission_refusal
 
 if TYPE_CHECKING:
     from broker_core.server import Server
@@ -32,8 +29,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("broker.mirror")
 
 ACK_RETRY_PREFIX = "mirror.ackretry."
-ACK_RETRY_CONTEXT = "ack-retry"  # server.mirror_context while retrying: retried acks are not forwarded
 DEDUP_PREFIX = "mirror.dedup."
+
+# A retried acknowledgement is applied as broker work that no mirror forwards: the event it retries was
+# forwarded, or not, when it first arrived.
+ACK_RETRY = Cause("mirror ack retry")
 
 
 class AckRetries:
@@ -138,7 +138,7 @@ class MirrorTarget:
         for key, value in server.meta.items():
             if key.startswith(DEDUP_PREFIX) and value:
                 self._recent(key[len(DEDUP_PREFIX) :]).floor = int(value)
-        for msg in server.identity.values():
+        for msg in server.index.by_identity.values():
             if msg.via_mirror and msg.origin_broker_id and msg.origin_message_id is not None:
                 self._recent(msg.origin_broker_id).add(msg.origin_message_id)
 
@@ -151,40 +151,21 @@ class MirrorTarget:
     def status(self) -> dict[str, Any]:
         return {**self.stats, **self.retries.stats, "pendingAckRetries": len(self.retries.tries)}
 
-    def answer_link(self, user: str | None, attach: Attach, address: str) -> tuple[Attach, str]:
-        """The answer to a remote broker's mirror link attach (spec §1.3), and that broker's id.
-
-        Raises BrokerError with the condition to refuse the link with: the connecting user lacks SEND
-        permission on the mirror address (checked first, as Artemis does), the link lacks the mirror
-        capability, or it names no broker id."""
-        try:
-            self.server.check(user, address, "send")
-        except SecurityError as exc:
-            raise BrokerError(*send_permission_refusal(exc.description)) from exc
-        refusal = mirror_refusal(attach)
-        remote = remote_broker_id(attach)
-        if refusal is None and not remote:
-            refusal = (errors.INVALID_FIELD, "mirror link without x-opt-amq-bkr-id link property")
-        if refusal is not None:
-            raise BrokerError(*refusal)
-        return mirror_target_answer(attach, self.server.node_id, handle=0), str(remote)
-
     def apply(self, remote_id: str, payload: bytes) -> bool:
         """Apply one delivery from `remote_id`; returns True when it journalled something durable."""
-        srv = self.server
         try:
             delivery = decode.decode_mirror_delivery(payload)
         except decode.MirrorDecodeError as exc:
             self.stats["errors"] += 1
             log.warning("mirror from %s: undecodable delivery dropped: %s", remote_id, exc)
             return False
-        srv.mirror_context = remote_id
+        cause = Cause.applying(remote_id)
         try:
             if isinstance(delivery, decode.ReplicatedMessage):
-                return self._message(remote_id, delivery)
+                return self._message(remote_id, delivery, cause)
             if isinstance(delivery, decode.ControlEvent):
                 self.stats["events"] += 1
-                return self._event(remote_id, delivery)
+                return self._event(remote_id, delivery, cause)
             self.stats["unknown_events"] += 1
             log.warning("mirror from %s: unknown event type %r ignored", remote_id, delivery.event_type)
             return False
@@ -192,12 +173,10 @@ class MirrorTarget:
             self.stats["errors"] += 1
             log.exception("mirror from %s: applying a delivery failed; accepted and dropped", remote_id)
             return False
-        finally:
-            srv.mirror_context = None
 
     # -------------------------------------------------------------------------------- messages
 
-    def _message(self, remote_id: str, m: decode.ReplicatedMessage) -> bool:
+    def _message(self, remote_id: str, m: decode.ReplicatedMessage, cause: Cause) -> bool:
         origin = m.broker_id or remote_id
         recent = self.dedup.get(origin) or self._recent(origin)
         if recent.seen(m.mr_id):
@@ -207,28 +186,30 @@ class MirrorTarget:
         srv = self.server
         # One watermark record per origin per journal batch; recovery also takes the highest origin id of
         # the live messages, which covers a batch torn between its messages and this record.
-        if recent.batch != srv.flushes:
-            recent.batch = srv.flushes
-            srv.set_meta_at_flush(recent.meta_key, recent.watermark)
+        persistence = srv.persistence
+        if recent.batch != persistence.flushes:
+            recent.batch = persistence.flushes
+            persistence.set_meta_at_flush(recent.meta_key, recent.watermark)
         address = m.address
         if address is None:
             log.warning("mirror from %s: message %d has no address; dropped", remote_id, m.mr_id)
             return True
         self.stats["messages"] += 1
         only = list(m.target_queues) if m.target_queues is not None else None
-        srv.route(
+        srv.router.route(
             address,
             m.payload,
             MessageView(m.payload, m.parts, m.expiry, m.header),
             via_mirror=True,
             origin=(origin, m.mr_id),
             only_queues=only,
+            cause=cause,
         )
         return True
 
     # ---------------------------------------------------------------------------------- events
 
-    def _event(self, remote_id: str, ev: decode.ControlEvent) -> bool:
+    def _event(self, remote_id: str, ev: decode.ControlEvent, cause: Cause) -> bool:
         srv = self.server
         kind = ev.kind
         if kind == wire.POST_ACK:
@@ -237,19 +218,19 @@ class MirrorTarget:
                 return False
             self.stats["acks"] += 1
             origin = ev.broker_id or remote_id
-            if not self.ack(origin, ev.message_id, ev.queue, int(ev.reason)):
+            if not self.ack(origin, ev.message_id, ev.queue, ev.reason, cause):
                 self.retries.add(origin, ev.message_id, ev.queue, int(ev.reason))
             return True
         if kind == wire.ADD_ADDRESS:
             info = ev.address_info()
             if info.name not in srv.addresses:
                 types = {rt.name for rt in info.routing_types} or {MULTICAST}
-                srv.ensure_address(info.name, types, auto_created=info.auto_created)
+                srv.ensure_address(info.name, types, auto_created=info.auto_created, cause=cause)
             return True
         if kind == wire.DELETE_ADDRESS:
             name = ev.address_info().name if ev.body else ev.address
             if name and name in srv.addresses:
-                srv.delete_address(name, force=True)
+                srv.delete_address(name, force=True, cause=cause)
             return True
         if kind == wire.CREATE_QUEUE:
             qc = ev.queue_configuration()
@@ -264,17 +245,18 @@ class MirrorTarget:
                         filter_string=qc.filter_string,
                         max_consumers=qc.max_consumers if qc.max_consumers is not None else -1,
                         auto_created=qc.auto_created,
+                        cause=cause,
                     )
                 except BrokerError as exc:
                     log.debug("mirror: createQueue %s ignored: %s", qc.name, exc)
             return True
         if kind == wire.DELETE_QUEUE:
             if ev.queue and ev.queue in srv.queues:
-                srv.delete_queue(ev.queue)
+                srv.delete_queue(ev.queue, cause)
             return True
         return False
 
-    def ack(self, origin: str, message_id: int, queue_name: str, reason: int) -> bool:
+    def ack(self, origin: str, message_id: int, queue_name: str, reason: int, cause: Cause) -> bool:
         srv = self.server
         q = srv.queues.get(queue_name)
         if q is None:
@@ -282,14 +264,14 @@ class MirrorTarget:
                 "Queue %s not found on mirror target, ignoring ack for message %d", queue_name, message_id
             )
             return True
-        ref = srv.find_ref(q, origin, message_id)
+        ref = srv.index.waiting_ref(q, origin, message_id)
         if ref is None:
             return False
-        srv.take(ref)
-        if reason == ACK_EXPIRED:
-            srv.expire(ref)
+        q.remove(ref)
+        if reason == AckReason.EXPIRED:
+            srv.outcomes.expire(ref, cause)
         else:
-            srv.acknowledge(ref, reason, via_mirror=True)
+            srv.outcomes.acknowledge(ref, reason, via_mirror=True, cause=cause)
         return True
 
     def retry_acks(self) -> None:
@@ -297,10 +279,6 @@ class MirrorTarget:
             return
 
         def apply(origin: str, mid: int, queue: str, reason: int) -> bool:
-            self.server.mirror_context = ACK_RETRY_CONTEXT
-            try:
-                return self.ack(origin, mid, queue, reason)
-            finally:
-                self.server.mirror_context = None
+            return self.ack(origin, mid, queue, reason, ACK_RETRY)
 
         self.retries.retry_all(apply)

@@ -14,7 +14,6 @@ What a target reads is `decode.py`. Everything here is byte-compatible with Apac
 from __future__ import annotations
 
 import struct
-from enum import IntEnum
 from functools import lru_cache
 from typing import Any
 
@@ -35,6 +34,7 @@ from broker_core.message import (
     list_field,
     section_code,
 )
+from broker_core.vocabulary import AckReason
 
 from .json_shapes import AddressInfo, QueueConfiguration
 
@@ -70,23 +70,12 @@ _DURABLE_HEADER = Header(durable=True).encode()
 MR_ID_KEY = b"\xa3" + bytes((len(INTERNAL_ID),)) + INTERNAL_ID.encode("ascii")
 
 
-class AckReason(IntEnum):
-    """Artemis `AckReason`; sent as an AMQP byte, omitted when NORMAL."""
-
-    NORMAL = 0
-    KILLED = 1
-    EXPIRED = 2
-    REPLACED = 3  # LVQ replacement: never mirrored, listed for completeness
-
-    @classmethod
-    def from_wire(cls, value: object) -> AckReason:
-        """Like Artemis: absent or unknown values (a newer sender) mean NORMAL."""
-        if value is None or isinstance(value, bool) or not isinstance(value, int):
-            return cls.NORMAL
-        return _ACK_REASONS.get(int(value), cls.NORMAL)
-
-
-_ACK_REASONS = {int(r): r for r in AckReason}
+def ack_reason_from_wire(value: object) -> int:
+    """An `AckReason` (sent as an AMQP byte, omitted when NORMAL). Like Artemis, an absent or unknown
+    value (from a newer sender) means NORMAL."""
+    if isinstance(value, int) and not isinstance(value, bool) and value in AckReason.ALL:
+        return int(value)
+    return AckReason.NORMAL
 
 
 def snf_name(connection_name: str) -> str:
@@ -108,7 +97,7 @@ def encode_control_event(
     address: str | None = None,
     queue: str | None = None,
     broker_id: str | None = None,
-    reason: AckReason = AckReason.NORMAL,
+    reason: int = AckReason.NORMAL,
     body: str | int | None = None,
 ) -> bytes:
     """One control event message: durable header, message annotations, optional amqp-value body.
@@ -155,7 +144,7 @@ def post_ack(
     queue: str,
     message_id: int,
     origin_broker_id: str | None,
-    reason: AckReason = AckReason.NORMAL,
+    reason: int = AckReason.NORMAL,
 ) -> bytes:
     """An acknowledgement; `origin_broker_id` is None when the message originated on the sender."""
     return encode_control_event(

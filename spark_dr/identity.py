@@ -16,15 +16,9 @@ import hashlib
 from broker_core.amqp.codec import DecodeError, decode_value, skip_value
 from broker_core.message import DELIVERY_ANNOTATIONS, FOOTER, HEADER, MESSAGE_ANNOTATIONS, MessageView
 
-MIRROR_PREFIX = "$ACTIVEMQ_ARTEMIS_MIRROR_"
 REPAIR_ANNOTATION = "x-opt-amqp-mirror-repair-origin"
 _REPAIR_BYTES = REPAIR_ANNOTATION.encode()
 _ANNOTATED = (HEADER, DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS)
-
-
-def is_internal(name: str | None) -> bool:
-    """Mirror control and store-and-forward queues/addresses: never reconciled as messages."""
-    return name is not None and name.startswith(MIRROR_PREFIX)
 
 
 def bare_message_span(payload: bytes) -> tuple[int, int]:

@@ -25,9 +25,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .identity import MIRROR_PREFIX
+from broker_core.vocabulary import AckReason
+from mirror.wire import MIRROR_ADDRESS_PREFIX
+
 from .ranges import PASS2_COLUMNS, id_intervals
-from .transforms import ACK_NORMAL
 
 MAX_ROWS = 2_000_000  # of both sides' candidate row groups; past it, pass 2 runs on Spark
 _SEED = 42
@@ -146,8 +147,8 @@ def _picks(refs: Any, rids: set[int], snf: set[tuple[str, int]], ids: int) -> tu
         return pc.cast(values, pa.string())
 
     queue, event = refs["queue"], refs["event"]
-    internal_q = pc.fill_null(pc.starts_with(queue, MIRROR_PREFIX), False)
-    internal_a = pc.fill_null(pc.starts_with(refs["address"], MIRROR_PREFIX), False)
+    internal_q = pc.fill_null(pc.starts_with(queue, MIRROR_ADDRESS_PREFIX), False)
+    internal_a = pc.fill_null(pc.starts_with(refs["address"], MIRROR_ADDRESS_PREFIX), False)
     # transforms.message_refs drops a client queue's reference to a message on an internal address
     dropped = pc.and_(pc.and_(pc.equal(event, "send"), internal_a), pc.invert(internal_q))
     has_queue = pc.is_valid(queue)
@@ -212,7 +213,7 @@ def _range_id_of_bucket(broker: str | None, queue: str | None, bucket: int | Non
 
 
 def _internal(name: str | None) -> bool:
-    return name is not None and name.startswith(MIRROR_PREFIX)
+    return name is not None and name.startswith(MIRROR_ADDRESS_PREFIX)
 
 
 # ------------------------------------------------------------------------------- one side
@@ -252,7 +253,7 @@ def side_state(refs: list[Row]) -> list[Row]:
                 "queue": any_["queue"],
                 "address": _first(ref and ref["address"], settled and settled["ack_address"]),
                 "status": status,
-                "consumed": reason == ACK_NORMAL and not via,
+                "consumed": reason == AckReason.NORMAL and not via,
                 "ack_reason": reason,
                 "ack_via_mirror": via,
                 "digest": ref and ref["digest"],

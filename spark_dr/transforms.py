@@ -27,17 +27,17 @@ from collections.abc import Callable
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from .identity import MIRROR_PREFIX
+from broker_core.vocabulary import AckReason
+from mirror.wire import MIRROR_ADDRESS_PREFIX
 
 Pick = Callable[[DataFrame], DataFrame]
 
 KEY = ["identity_broker", "identity_id", "queue"]
 CLASSES = ["in_sync", "one_side_only", "acked_one_side", "consumed_both", "payload_differs", "orphan_ack"]
-ACK_NORMAL = 0
 
 
 def internal(col: Column) -> Column:
-    return col.startswith(MIRROR_PREFIX)
+    return col.startswith(MIRROR_ADDRESS_PREFIX)
 
 
 _SEND_COLUMNS = [
@@ -114,7 +114,7 @@ def side_state(records: DataFrame, pick: Pick | None = None) -> DataFrame:
     joined = refs.join(acks, KEY, "full_outer")
     has_add = F.col("sent").isNotNull()
     status = F.when(~has_add, "orphan_ack").when(F.col("ack_reason").isNull(), "live").otherwise("acked")
-    consumed = (F.col("ack_reason") == ACK_NORMAL) & ~F.coalesce(F.col("ack_via_mirror"), F.lit(False))
+    consumed = (F.col("ack_reason") == AckReason.NORMAL) & ~F.coalesce(F.col("ack_via_mirror"), F.lit(False))
     return joined.select(
         *KEY,
         F.coalesce("address", "ack_address").alias("address"),

@@ -24,7 +24,7 @@ from broker_core.amqp.performatives import (
     Target,
     Transfer,
 )
-from broker_core.protocol import DEFAULT_MAX_MESSAGE_SIZE
+from broker_core.endpoint import DEFAULT_MAX_MESSAGE_SIZE
 from tests.peers.ports import LOOPBACK
 from tests.support.broker import BrokerProcess
 from tests.support.client import connect, receive, send

@@ -9,26 +9,25 @@ from pathlib import Path
 
 import pytest
 
-from broker_core.acceptor import BATCH_BETWEEN_READS, Flusher, Listener
 from broker_core.config.parser import load_config
-from broker_core.handoff import DurableCallbacks
 from broker_core.journal.errors import JournalError
 from broker_core.journal.records import MetaRecord
 from broker_core.server import Server
+from broker_core.turn import BATCH_BETWEEN_READS, Turn
 from tests.support.broker import broker_xml
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[tuple[Server, Flusher, asyncio.AbstractEventLoop]]:
+def server(tmp_path: Path) -> Iterator[tuple[Server, Turn, asyncio.AbstractEventLoop]]:
     (tmp_path / "broker.xml").write_text(broker_xml("batching", 5672))
     config, _ = load_config(tmp_path / "broker.xml")
     loop = asyncio.new_event_loop()
-    durable = DurableCallbacks(loop)
     srv = Server(config)
-    srv.start(dispatch=durable.dispatch)
-    listener = Listener(srv, loop, durable)  # wires the server's flushes to the end of the loop turn
+    turn = Turn(loop, srv.persistence)  # the server's flushes now wait for the end of the loop turn
+    srv.start(dispatch=turn.dispatch)
+    turn.flush()  # what starting wrote (the configured addresses) is not part of the test's batches
     try:
-        yield srv, listener.flusher, loop
+        yield srv, turn, loop
     finally:
         srv.stop()
         loop.close()
@@ -41,7 +40,7 @@ def _written(srv: Server) -> int:
 
 
 def test_a_large_batch_goes_to_the_journal_between_reads(
-    server: tuple[Server, Flusher, asyncio.AbstractEventLoop],
+    server: tuple[Server, Turn, asyncio.AbstractEventLoop],
 ) -> None:
     srv, flusher, loop = server
     before = _written(srv)
@@ -59,7 +58,7 @@ def test_a_large_batch_goes_to_the_journal_between_reads(
 
 
 def test_a_journal_that_fails_during_a_read_stops_the_broker_instead_of_raising(
-    server: tuple[Server, Flusher, asyncio.AbstractEventLoop],
+    server: tuple[Server, Turn, asyncio.AbstractEventLoop],
 ) -> None:
     """The hand-over between reads treats a dead journal as the end of the loop turn does: the broker
     is told to stop, and nothing is raised into the socket layer."""

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from broker_core.config import load_config
 from broker_core.message import Header, MessageView
 from broker_core.queues import MessageRef, Queue, StoredMessage
-from broker_core.server import ANYCAST, Server
+from broker_core.server import Server
+from broker_core.vocabulary import ANYCAST
 from tests.support.broker import BrokerProcess
 
 
@@ -36,6 +37,9 @@ class TakeAll:
     def deliver(self, ref: MessageRef) -> None:
         self.credit -= 1
         self.got.append(ref)
+
+    def kick(self, condition: str, description: str) -> None:
+        self.credit = 0
 
 
 OPS = st.lists(
@@ -86,7 +90,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
     cfg, _ = load_config(BrokerProcess(tmp_path, name="solo").write_config())
     srv = Server(cfg)
     srv.start()
-    srv.set_flush_scheduler(lambda: None)  # batches are handed to the journal only when the test says
+    srv.persistence.set_scheduler(lambda: None)  # batches are handed to the journal only when the test says
     try:
         yield srv
     finally:
@@ -97,7 +101,7 @@ def _flush_and_wait(srv: Server) -> None:
     """Hand the batch over and wait until its callbacks ran (they run in order; this one is last)."""
     done = threading.Event()
     srv.after_durable(done.set)
-    srv.flush_pending()
+    srv.persistence.flush()
     assert done.wait(10), "the journal batch never became durable"
 
 
@@ -112,7 +116,9 @@ def test_references_arrive_after_the_batch_is_durable_in_order(server: Server) -
     snf = server.create_queue("snf", "snf", ANYCAST, internal=True)
     snf.after_durable = True
     for ref_msg in _route(server, "a", 3):
-        server.enqueue_copy(snf, server.identity[(server.node_id, ref_msg)], (None, ref_msg))
+        original = server.index.get(server.node_id, ref_msg)
+        assert original is not None
+        server.router.enqueue_internal(snf, original.payload, address="a", origin=(None, ref_msg))
     assert plain.depth == 3 and snf.depth == 0  # the plain queue does not wait; the other does
     _flush_and_wait(server)
     assert snf.depth == 3
@@ -126,13 +132,13 @@ def test_a_queue_deleted_before_its_batch_is_durable_gets_nothing(server: Server
     snf = server.create_queue("snf", "snf", ANYCAST, internal=True)
     snf.after_durable = True
     [mid] = _route(server, "a", 1)
-    server.enqueue_copy(snf, server.identity[(server.node_id, mid)], (None, mid))
+    server.router.enqueue_internal(snf, b"event", origin=(None, mid))
     server.delete_queue("snf")
     _flush_and_wait(server)
     assert snf.depth == 0 and snf.added == 0
 
 
-def test_find_ref_answers_for_waiting_references_only(server: Server) -> None:
+def test_the_index_finds_waiting_references_only(server: Server) -> None:
     server.ensure_address("a", {ANYCAST})
     q = server.create_queue("a", "a", ANYCAST)
     first, second, third = _route(server, "a", 3)
@@ -141,9 +147,10 @@ def test_find_ref_answers_for_waiting_references_only(server: Server) -> None:
     q.dispatch()
     [out] = consumer.got
     node = server.node_id
-    assert out.message.id == first and server.find_ref(q, node, first) is None  # in flight
-    ref = server.find_ref(q, node, third)
+    index = server.index
+    assert out.message.id == first and index.waiting_ref(q, node, first) is None  # in flight
+    ref = index.waiting_ref(q, node, third)
     assert ref is not None and ref.message.id == third
-    server.take(ref)
-    assert server.find_ref(q, node, third) is None and [r.message.id for r in q.messages] == [second]
-    assert server.find_ref(q, node, 10**9) is None  # no such message
+    q.remove(ref)
+    assert index.waiting_ref(q, node, third) is None and [r.message.id for r in q.messages] == [second]
+    assert index.waiting_ref(q, node, 10**9) is None  # no such message

@@ -15,8 +15,9 @@ from typing import Any, TypeVar
 import pytest
 from proton import ConnectionException
 
+from amqp_mirror.broker import Broker
+from amqp_mirror.runtime import new_loop
 from broker_core.config import load_config
-from amqp_mirror.runtime import Broker, new_loop
 from tests.peers.ports import LOOPBACK
 from tests.support.broker import BrokerProcess
 from tests.support.client import connect, receive, send
@@ -104,7 +105,7 @@ def test_messages_sent_to_one_are_not_on_the_other(shared: tuple[SharedLoop, Bro
     assert [m.body for m in receive(_url(b), "orders", 10, timeout=0.5)] == ["b0", "b1", "b2"]
     assert (_depth(loop, a), _depth(loop, b)) == (5, 0)
     assert [m.body for m in receive(_url(a), "orders", 10, timeout=0.5)] == [f"a{i}" for i in range(5)]
-    assert loop.call(lambda: (a.server.stats["messages_routed"], b.server.stats["messages_routed"])) == (5, 3)
+    assert loop.call(lambda: (a.server.stats.messages_routed, b.server.stats.messages_routed)) == (5, 3)
 
 
 def test_queues_created_on_one_do_not_appear_on_the_other(shared: tuple[SharedLoop, Broker, Broker]) -> None:
@@ -150,7 +151,7 @@ def test_both_stop_cleanly_and_restart_with_only_their_own_messages(tmp_path: Pa
 
 
 def _routed(loop: SharedLoop, broker: Broker) -> int:
-    return loop.call(lambda: broker.server.stats["messages_routed"])
+    return loop.call(lambda: broker.server.stats.messages_routed)
 
 
 def test_two_brokers_on_their_own_loops(tmp_path: Path) -> None:

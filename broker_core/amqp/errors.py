@@ -32,9 +32,11 @@ MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
 
 
 class AmqpError(Exception):
-    """An error with an AMQP condition; `scope` says what must be closed: link, session or connection."""
+    """The root of every error reported to a peer: it carries the AMQP condition to report.
 
-    scope = "connection"
+    Subclasses say whose fault it is and which scope the edge that catches it closes: a
+    `ProtocolError` closes the connection; a `broker_core.errors.BrokerError` refuses one attach or
+    one delivery."""
 
     def __init__(self, condition: str, description: str) -> None:
         super().__init__(f"{condition}: {description}")
@@ -44,9 +46,3 @@ class AmqpError(Exception):
 
 class ProtocolError(AmqpError):
     """The peer broke the protocol: the connection is closed with the condition."""
-
-
-class LinkError(AmqpError):
-    """A problem confined to one link: the link is detached (closed) with the condition."""
-
-    scope = "link"

@@ -12,10 +12,10 @@ from broker_core.config.model import (
     BrokerConfig,
     MirrorSettings,
     QueueConfig,
-    RoutingType,
     SecuritySetting,
 )
 from broker_core.config.parser import load_config
+from broker_core.vocabulary import RoutingType
 
 __all__ = [
     "Acceptor",

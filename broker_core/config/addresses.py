@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker_core.config.model import AddressConfig, QueueConfig, RoutingType
+from broker_core.config.model import AddressConfig, QueueConfig
 from broker_core.config.values import parse_bool
 from broker_core.config.xmlread import Element, Reader, converter_for, local_name
+from broker_core.vocabulary import RoutingType
 
 # Queue attributes are the QueueConfig fields, spelled with '-'.
 _QUEUE_ATTRIBUTES = {

@@ -13,16 +13,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from broker_core.security.authorization import Permission
+from broker_core.vocabulary import RoutingType
 from filters.wildcard import best_matches
 
 
 class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class RoutingType(StrEnum):
-    ANYCAST = "ANYCAST"
-    MULTICAST = "MULTICAST"
 
 
 class JournalType(StrEnum):

@@ -15,8 +15,6 @@ from collections.abc import Callable
 
 from broker_core.journal.errors import JournalFormatError
 from broker_core.journal.records import (
-    ANYCAST,
-    MULTICAST,
     AddressAdded,
     AddressRemoved,
     DeliveryCountUpdated,
@@ -29,6 +27,7 @@ from broker_core.journal.records import (
     QueueRemoved,
     Record,
 )
+from broker_core.vocabulary import ANYCAST, MULTICAST
 
 FRAME = struct.Struct("<IBI")  # payload length, record type, crc32(type byte + payload)
 FRAME_SIZE = FRAME.size

@@ -27,6 +27,9 @@ from broker_core.journal.writer import Entry, SegmentWriter
 
 Callback = Callable[[], None]
 Dispatch = Callable[[Callback], None]
+# Sees each batch as written and synced, on the writer thread, before its callbacks are handed over:
+# the entries' bytes are exactly what is on disk (HA replication streams them to a backup from here).
+BatchTap = Callable[[list[Entry]], None]
 
 _LOG = logging.getLogger(__name__)
 
@@ -55,7 +58,7 @@ class Journal:
         self._progress = threading.Condition(self._lock)  # flush/compact/close wait here
         self._pending: list[tuple[Entry, Callback | None]] = []
         self._appended = 0  # entries queued so far
-        self._durable = 0  # entries durable so far
+        self._handed = 0  # entries durable, with their callbacks run or handed to ``dispatch``
         self._compact_requested = False
         self._stopping = False
         self._open = False
@@ -67,6 +70,7 @@ class Journal:
         self._marker_generation = 0
         self._next_generation = 1
         self._compactions: list[dict[str, Any]] = []
+        self._taps: list[BatchTap] = []
 
     # --- lifecycle ---
 
@@ -114,6 +118,10 @@ class Journal:
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
+    def add_tap(self, tap: BatchTap) -> None:
+        """`tap(entries)` for every batch written from now on (writer thread; it must not block long)."""
+        self._taps.append(tap)
+
     # --- appending ---
 
     def append(self, rec: Record, on_durable: Callback | None = None) -> None:
@@ -144,10 +152,10 @@ class Journal:
             self._work.notify()
 
     def flush(self) -> None:
-        """Block until everything appended so far is durable."""
+        """Block until everything appended so far is durable and its callbacks were handed over."""
         with self._lock:
             target = self._appended
-            self._wait_for(lambda: self._durable >= target)
+            self._wait_for(lambda: self._handed >= target)
 
     def compact(self) -> dict[str, Any]:
         """Compact now (on the writer thread) and wait for it; returns the compaction's figures."""
@@ -216,11 +224,14 @@ class Journal:
         writer = self._writer
         assert writer is not None
         if batch:
-            writer.write_batch([entry for entry, _ in batch])
-            with self._lock:
-                self._durable = target
-                self._progress.notify_all()
+            entries = [entry for entry, _ in batch]
+            writer.write_batch(entries)
+            for tap in self._taps:
+                tap(entries)
             self._run_callbacks([cb for _, cb in batch if cb is not None])
+            with self._lock:
+                self._handed = target
+                self._progress.notify_all()
         if compact_now or (writer.rolled and self._worth_compacting()):
             self._compact()
         writer.rolled = False

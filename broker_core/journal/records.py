@@ -8,20 +8,9 @@ when every record that carried them is dead and gets dropped.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
-ANYCAST = "ANYCAST"
-MULTICAST = "MULTICAST"
-ROUTING_TYPES = frozenset({ANYCAST, MULTICAST})
-
-
-class AckReason:
-    """Why a message reference left its queue (``MessageAcked.reason``)."""
-
-    NORMAL: Final = 0
-    KILLED: Final = 1
-    EXPIRED: Final = 2
-    REPLACED: Final = 3
+from broker_core.vocabulary import ROUTING_TYPES, AckReason
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,27 +1,14 @@
 """Authentication (users, SASL PLAIN and SCRAM) and authorization (Artemis security-settings).
 
 Everything here is pure: no sockets, no clock, no logging of secrets. The server maps a
-:class:`SecurityError` onto an AMQP error with its ``condition``.
+:class:`broker_core.errors.Unauthorized` onto ``amqp:unauthorized-access``.
 """
 
 from __future__ import annotations
 
-UNAUTHORIZED_ACCESS = "amqp:unauthorized-access"
-
-
-class SecurityError(Exception):
-    """The client is not allowed to do this; the server answers with ``condition``."""
-
-    def __init__(self, description: str, *, condition: str = UNAUTHORIZED_ACCESS) -> None:
-        super().__init__(f"{condition}: {description}")
-        self.condition = condition
-        self.description = description
-
-
-# Imported after SecurityError, which the submodules use.
-from broker_core.security.authentication import UserStore  # noqa: E402
-from broker_core.security.authorization import Authorizer, Permission, SecuritySettings  # noqa: E402
-from broker_core.security.scram import (  # noqa: E402
+from broker_core.security.authentication import UserStore
+from broker_core.security.authorization import Authorizer, Permission, SecuritySettings
+from broker_core.security.scram import (
     ScramClient,
     ScramError,
     ScramMechanism,
@@ -32,7 +19,6 @@ from broker_core.security.scram import (  # noqa: E402
 )
 
 __all__ = [
-    "UNAUTHORIZED_ACCESS",
     "Authorizer",
     "Permission",
     "ScramClient",
@@ -40,7 +26,6 @@ __all__ = [
     "ScramMechanism",
     "ScramServer",
     "ScramStep",
-    "SecurityError",
     "SecuritySettings",
     "StoredCredentials",
     "UserStore",

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from broker_core.security import SecurityError
+from broker_core.errors import Unauthorized
 from broker_core.security.authentication import UserStore
 from filters.wildcard import DEFAULT_SYNTAX, WildcardSyntax, matcher_for, most_specific
 
@@ -163,9 +163,9 @@ class Authorizer:
         return cached
 
     def check(self, user: str | None, address: str, permission: Permission, queue: str | None = None) -> None:
-        """Raise :class:`SecurityError` unless allowed."""
+        """Raise :class:`Unauthorized` unless allowed."""
         if not self.allowed(user, address, permission, queue):
-            raise SecurityError(_denial(user, address, permission, queue))
+            raise Unauthorized(_denial(user, address, permission, queue))
 
     def _decide(
         self,

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 from typing import NamedTuple
 
-from broker_core.security import SecurityError
+from broker_core.errors import Unauthorized
 
 # RFC 7677 section 4: at least 4096 iterations for SCRAM-SHA-256.
 DEFAULT_ITERATIONS = 4096
@@ -48,7 +48,7 @@ class ScramMechanism(StrEnum):
         return hashlib.new(self.hash_name, data).digest()
 
 
-class ScramError(SecurityError):
+class ScramError(Unauthorized):
     """A SCRAM exchange failed; ``error`` is the RFC 5802 ``server-error-value``."""
 
     def __init__(self, error: str) -> None:

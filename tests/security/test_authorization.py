@@ -4,7 +4,8 @@ from enum import StrEnum
 
 import pytest
 
-from broker_core.security import Authorizer, Permission, SecurityError, SecuritySettings, UserStore
+from broker_core.errors import Unauthorized
+from broker_core.security import Authorizer, Permission, SecuritySettings, UserStore
 from broker_core.security.authorization import split_fqqn
 
 P = Permission
@@ -133,13 +134,13 @@ def test_cache_stays_bounded() -> None:
 def test_check_raises_security_error() -> None:
     authorizer = Authorizer(True, SecuritySettings(RULES), USERS)
     authorizer.check("alice", "misc", P.SEND)
-    with pytest.raises(SecurityError) as raised:
+    with pytest.raises(Unauthorized) as raised:
         authorizer.check("rita", "orders.eu::special", P.CONSUME)
     assert raised.value.condition == "amqp:unauthorized-access"
     assert "'rita'" in raised.value.description
     assert "'consume'" in raised.value.description
     assert "queue 'special' on address 'orders.eu'" in raised.value.description
-    with pytest.raises(SecurityError, match=r"anonymous user .* address 'misc'"):
+    with pytest.raises(Unauthorized, match=r"anonymous user .* address 'misc'"):
         authorizer.check(None, "misc", P.MANAGE)
 
 

@@ -13,13 +13,13 @@ from proton import Message
 
 from broker_core.journal import Journal, load_or_create_node_id
 from broker_core.journal.records import (
-    ANYCAST,
     DeliveryCountUpdated,
     MessageAcked,
     MessageAdded,
     QueueAdded,
     QueueRemoved,
 )
+from broker_core.vocabulary import ANYCAST
 from spark_dr.identity import REPAIR_ANNOTATION, payload_digest, repair_origin
 from spark_dr.plan import build_plan
 from spark_dr.pushgateway import exposition, write_and_push

@@ -1,0 +1,131 @@
+"""One broker: a server wired to its listeners, broker connections, mirror and management.
+
+This is the one place that knows every kind of part. It builds them in order, each given what it needs:
+- the server (broker_core) and its loop turn;
+- the services at addresses: management, and the mirror target at the mirror prefix;
+- the management table, with the rows each part contributes;
+- the broker connections, each `<mirror>` among them a `MirrorSource` link policy.
+Several brokers can share a loop (the demo runs DC1 and DC2 side by side; colocated backups will too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from broker_core.acceptor import Listener
+from broker_core.config.model import AmqpConnection, BrokerConfig
+from broker_core.management import BROKER, Management, ManagementService
+from broker_core.message import MessageView
+from broker_core.server import Server
+from broker_core.server_management import add_server_operations
+from broker_core.services import Services
+from broker_core.turn import Turn
+from connections.manager import BrokerConnectionManager
+from connections.policies import LinkPolicy
+from mirror.inbound import MirrorLinks
+from mirror.source import MirrorSource
+from mirror.target import MirrorTarget
+from mirror.wire import MIRROR_ADDRESS_PREFIX
+
+ACK_RETRY_INTERVAL = 0.1  # Artemis's mirror-ack-manager-retry-delay default (100 ms)
+
+
+class Broker:
+    """One server and its sockets on a running loop."""
+
+    def __init__(self, config: BrokerConfig, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self.config = config
+        self.loop = loop or asyncio.get_event_loop()
+        self.server = Server(config, log=logging.getLogger(f"broker.{config.name}"))
+        self.turn = Turn(self.loop, self.server.persistence)
+        self.management = Management()
+        self.services = Services()
+        self.listener: Listener | None = None
+        self.connections: BrokerConnectionManager | None = None
+        self.mirror_target: MirrorTarget | None = None
+        self._retry_timer: asyncio.TimerHandle | None = None
+        self.on_started: list[Callable[[Broker], None]] = []
+
+    async def start(self) -> None:
+        """Recover, listen, then connect out."""
+        self.assemble()
+        assert self.connections is not None
+        self.listener = Listener(self.server, self.loop, self.turn, self.services)
+        await self.listener.start()
+        self.connections.start()
+        for cb in self.on_started:
+            cb(self)
+
+    def assemble(self) -> None:
+        """Start the server (journal recovery) and wire every part to it; no socket yet."""
+        server = self.server
+        server.start(dispatch=self.turn.dispatch)
+        self.mirror_target = MirrorTarget(server)
+        self._register_services()
+        self.connections = BrokerConnectionManager(
+            server, self.loop, self.turn, extra_factories=[_mirror_sources]
+        )
+        add_server_operations(self.management, server)
+        self.connections.add_operations(self.management)
+        self.management.add_operation(BROKER, "getMirrorStatus", lambda _, __: self.mirror_status())
+        self._retry_timer = self.loop.call_later(ACK_RETRY_INTERVAL, self._retry_acks)
+
+    def _register_services(self) -> None:
+        server = self.server
+        assert self.mirror_target is not None
+
+        def authorize(user: str | None) -> None:
+            server.check(user, server.config.management_address, "manage")
+
+        def send_reply(address: str, payload: bytes) -> None:
+            server.router.route(address, payload, MessageView(payload))
+
+        management = ManagementService(self.management, authorize, send_reply)
+        self.services.register(server.config.management_address, management)
+        self.services.register_prefix(MIRROR_ADDRESS_PREFIX, MirrorLinks(server, self.mirror_target))
+
+    def _retry_acks(self) -> None:
+        if self.mirror_target is not None:
+            self.mirror_target.retry_acks()
+        self._retry_timer = self.loop.call_later(ACK_RETRY_INTERVAL, self._retry_acks)
+
+    def mirror_sources(self) -> list[tuple[MirrorSource, bool]]:
+        """Each mirror of this broker, and whether its connection is up."""
+        if self.connections is None:
+            return []
+        return [
+            (p, c.connected)
+            for c in self.connections.connections.values()
+            for p in c.policies
+            if isinstance(p, MirrorSource)
+        ]
+
+    def mirror_status(self) -> dict[str, Any]:
+        target = self.mirror_target.status() if self.mirror_target is not None else {}
+        sources = [{**source.status(), "connected": up} for source, up in self.mirror_sources()]
+        return {"sources": sources, "target": target}
+
+    def port(self, acceptor: str | None = None) -> int:
+        assert self.listener is not None
+        if acceptor is None:
+            return next(iter(self.listener.bound.values()))[1]
+        return self.listener.bound[acceptor][1]
+
+    async def stop(self) -> None:
+        if not self.server.started:
+            return
+        if self._retry_timer is not None:
+            self._retry_timer.cancel()
+        if self.connections is not None:
+            self.connections.stop()
+        if self.listener is not None:
+            self.listener.stop_accepting()
+            await self.listener.close_connections()
+        self.server.stop()
+
+
+def _mirror_sources(server: Server, connection: AmqpConnection) -> list[LinkPolicy]:
+    return [MirrorSource(server, connection, m) for m in connection.mirrors]

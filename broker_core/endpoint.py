@@ -1,0 +1,430 @@
+"""The broker side of one accepted AMQP connection: engine events in, broker operations out.
+
+Producers (links where the peer sends) route each delivery and answer Accepted when the message is
+routed and, if durable, confirmed (on disk, and every confirmation condition holds). Consumers (links
+where the peer receives) are `LinkConsumer`s registered on a queue; the queue pushes messages to them
+while they have credit. A link to an address a service is registered for (management, the mirror
+target) is answered and fed by that service instead.
+
+Dispositions we owe producers are collected per session and sent as ranges once per loop turn, so a
+burst of transfers costs one disposition frame, not one each.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .amqp import errors
+from .amqp.codec import DecodeError, Symbol
+from .amqp.connection import Connection, Link, Session
+from .amqp.performatives import (
+    ACCEPTED_BYTES,
+    Attach,
+    Begin,
+    Close,
+    Detach,
+    End,
+    Error,
+    Open,
+    Rejected,
+    Target,
+)
+from .errors import BrokerError, InvalidField, Unauthorized
+from .inbound_attach import Subscription, Termini
+from .inbound_links import LinkConsumer, Producer
+from .inbound_sasl import ServerSasl, mechanisms
+from .message import MessageView
+from .queues import MessageRef
+from .services import Answer, ServiceLink
+
+if TYPE_CHECKING:
+    from .config.model import Acceptor
+    from .server import Server
+    from .services import Services
+
+log = logging.getLogger("broker.inbound")
+
+DEFAULT_MAX_MESSAGE_SIZE = 100 * 1024 * 1024
+
+
+class Socket(Protocol):
+    """The endpoint's I/O side."""
+
+    def mark_dirty(self) -> None: ...
+    def write_out(self) -> None: ...
+
+
+class BrokerEndpoint:
+    """Handler for one accepted connection."""
+
+    def __init__(self, server: Server, acceptor: Acceptor, services: Services, io: Socket, name: str) -> None:
+        self.server = server
+        self.outcomes = server.outcomes
+        self.acceptor = acceptor
+        self.services = services
+        self.io = io
+        self.name = name  # the remote address, for log lines
+        self.writable = True
+        secure = server.config.security_enabled
+        self.conn = Connection(
+            self,
+            server=True,
+            container_id=server.node_id,
+            sasl_mechanisms=mechanisms(secure),
+            allow_no_sasl=not secure,
+            max_frame_size=acceptor.max_frame_size,
+            idle_timeout_ms=acceptor.amqp_idle_timeout,
+            open_properties={Symbol("product"): "amqp-mirror"},
+        )
+        self.termini = Termini(server, acceptor)
+        self.sasl = ServerSasl(server, name)
+        self.consumers: dict[int, LinkConsumer] = {}  # by id(link)
+        self.pending_accepts: dict[Session, list[int]] = {}
+        self.closed = False
+
+    # ----------------------------------------------------------------------------------- plumbing
+
+    @property
+    def user(self) -> str | None:
+        return self.conn.user
+
+    @property
+    def credit_window(self) -> int:
+        return self.acceptor.amqp_credits
+
+    def mark_dirty(self) -> None:
+        self.io.mark_dirty()
+
+    def write_out(self) -> None:
+        self.io.write_out()
+
+    def before_flush(self) -> None:
+        """Turn the accepts collected this loop turn into ranged dispositions."""
+        if not self.pending_accepts:
+            return
+        pending, self.pending_accepts = self.pending_accepts, {}
+        for session, ids in pending.items():
+            if session.ended_locally:
+                continue
+            ids.sort()
+            first = last = ids[0]
+            for i in ids[1:]:
+                if i == last + 1:
+                    last = i
+                    continue
+                self.conn.settle_incoming(session, first, last, ACCEPTED_BYTES)
+                first = last = i
+            self.conn.settle_incoming(session, first, last, ACCEPTED_BYTES)
+
+    def accept_later(self, session: Session, delivery_id: int) -> None:
+        session.incoming_unsettled.pop(delivery_id, None)
+        ids = self.pending_accepts.get(session)
+        if ids is None:
+            self.pending_accepts[session] = [delivery_id]
+            self.mark_dirty()
+        else:
+            ids.append(delivery_id)
+
+    def reject(self, session: Session, delivery_id: int, settled: bool, error: BrokerError) -> None:
+        log.info("%s: message rejected: %s", self.name, error.description)
+        if settled:
+            return
+        session.incoming_unsettled.pop(delivery_id, None)
+        state = Rejected(error=Error(condition=error.condition, description=error.description))
+        self.conn.settle_incoming(session, delivery_id, delivery_id, state.encode_amqp())
+        self.mark_dirty()
+
+    # ------------------------------------------------------------------------------------ SASL
+
+    def on_sasl_init(self, conn: Connection, mechanism: str, response: bytes | None) -> None:
+        self.sasl.init(conn, mechanism, response)
+
+    def on_sasl_response(self, conn: Connection, response: bytes) -> None:
+        self.sasl.response(conn, response)
+
+    def on_sasl_outcome(self, conn: Connection, code: int) -> None:  # client side only
+        pass
+
+    # ---------------------------------------------------------------------------- open / begin
+
+    def on_open(self, conn: Connection, open_: Open) -> None:
+        conn.accept_open()
+
+    def on_begin(self, session: Session, begin: Begin) -> None:
+        self.conn.begin(session)
+
+    def on_end(self, session: Session, end: End) -> None:
+        for link in list(session.local_links.values()):
+            self.consumer_gone(link, closed=False)
+            if link.reply_deferred and not link.closed_locally:
+                self.conn.detach(link, closed=False)  # the deferred answer goes before our End
+        self.pending_accepts.pop(session, None)
+
+    def on_close(self, conn: Connection, close: Close) -> None:
+        self.connection_lost()
+
+    # -------------------------------------------------------------------------------------- attach
+
+    def on_attach(self, link: Link, attach: Attach) -> None:
+        try:
+            if link.is_sender:
+                self._attach_consumer(link, attach)
+            else:
+                self._attach_producer(link, attach)
+        except BrokerError as exc:
+            level = logging.WARNING if isinstance(exc, Unauthorized) else logging.INFO
+            log.log(level, "%s: attach of %r refused: %s", self.name, link.name, exc.description)
+            self._refuse(link, attach, exc.condition, exc.description)
+
+    def _refuse(self, link: Link, attach: Attach, condition: str, description: str) -> None:
+        # A refused attach is answered with a null terminus, then detached with the error (part 2.6.3).
+        reply = Attach(
+            name=link.name, snd_settle_mode=attach.snd_settle_mode, rcv_settle_mode=attach.rcv_settle_mode
+        )
+        if link.is_sender:
+            reply.target = attach.target
+        else:
+            reply.source = attach.source
+        self.conn.attach(link.session, reply, link)
+        self.conn.detach(link, closed=True, condition=condition, description=description)
+        self.mark_dirty()
+
+    def _attach_producer(self, link: Link, attach: Attach) -> None:
+        target = attach.target
+        address = target.address if isinstance(target, Target) else None
+        service = self.services.at(address) if address else None
+        if address and service is not None:
+            answer = service.attach(self, link, attach, address)
+            link.context = ServiceLink(service, answer)
+            self._answer_producer(link, attach, answer)
+            return
+        address, routing_type = self.termini.producer(self.user, target)
+        a = self.acceptor
+        link.context = Producer(address, routing_type, a.amqp_credits, a.amqp_low_credits)
+        self._answer_producer(link, attach, Answer(None, None, a.amqp_credits))
+
+    def _answer_producer(self, link: Link, attach: Attach, answer: Answer) -> None:
+        reply = answer.reply
+        if reply is None:
+            link.max_message_size = DEFAULT_MAX_MESSAGE_SIZE
+            reply = Attach(
+                name=link.name,
+                snd_settle_mode=attach.snd_settle_mode,
+                rcv_settle_mode=0,
+                source=attach.source,
+                target=attach.target,
+                max_message_size=DEFAULT_MAX_MESSAGE_SIZE,
+            )
+        self.conn.attach(link.session, reply, link)
+        self.conn.flow(link, credit=answer.credit_window)
+        self.mark_dirty()
+
+    def _attach_consumer(self, link: Link, attach: Attach) -> None:
+        queue, subscription, source = self.termini.consumer(
+            self.user, link.name, self.conn.container_id_remote(), attach.source
+        )
+        presettled = attach.snd_settle_mode == 1
+        consumer = LinkConsumer(self, self.outcomes, link, queue, presettled, subscription)
+        link.context = consumer
+        reply = Attach(
+            name=link.name,
+            snd_settle_mode=1 if presettled else 0,
+            rcv_settle_mode=0,
+            source=source,
+            target=attach.target,
+            initial_delivery_count=0,
+        )
+        self.conn.attach(link.session, reply, link)
+        self.consumers[id(link)] = consumer
+        queue.add_consumer(consumer)
+        self.mark_dirty()
+
+    # ---------------------------------------------------------------------------------- transfer
+
+    def on_delivery(
+        self, link: Link, delivery_id: int, tag: bytes, settled: bool, payload: bytes, message_format: int
+    ) -> None:
+        producer = link.context
+        if not isinstance(producer, Producer):
+            if isinstance(producer, ServiceLink):
+                self._service_delivery(link, producer, delivery_id, settled, payload)
+            return
+        session = link.session
+        srv = self.server
+        try:
+            view = MessageView(payload)
+            view.all_sections()  # checks every section's framing: a truncated message is refused, not stored
+            address = producer.address
+            if address is None:
+                address = self._relay_address(producer, view)
+                service = self.services.at_exact(address)
+                if service is not None:
+                    service.on_delivery(self, link, None, delivery_id, settled, payload)
+                    return
+            msg = srv.router.route(address, payload, view)
+        except (DecodeError, IndexError, ValueError) as exc:
+            self.reject(
+                session, delivery_id, settled, BrokerError(errors.DECODE_ERROR, f"malformed message: {exc}")
+            )
+            return
+        except BrokerError as exc:
+            self.reject(session, delivery_id, settled, exc)
+            return
+        finally:
+            if link.credit <= producer.credit_low and not link.closed_locally:
+                self.conn.flow(link, credit=producer.credit_window)
+                self.mark_dirty()
+        if settled:
+            return
+        if msg is not None and msg.durable:
+            srv.persistence.confirm(lambda: self.accept_later(session, delivery_id))
+        else:
+            self.accept_later(session, delivery_id)
+
+    def _relay_address(self, producer: Producer, view: MessageView) -> str:
+        """The address an anonymous-relay link's message goes to: its `to`, checked once per address."""
+        to = view.to
+        if not to:
+            raise InvalidField("anonymous sender's message has no 'to' address")
+        address, routing_type = self.termini.strip_prefix(to)
+        if address not in producer.checked:
+            self.server.check(self.user, address, "send")
+            producer.checked.add(address)
+        if address not in self.server.addresses and self.services.at_exact(address) is None:
+            self.termini.ensure_address(
+                self.user, address, routing_type or self.termini.routing_type((), address)
+            )
+        return address
+
+    def _service_delivery(
+        self, link: Link, sl: ServiceLink, delivery_id: int, settled: bool, payload: bytes
+    ) -> None:
+        sl.service.on_delivery(self, link, sl.state, delivery_id, settled, payload)
+        if link.credit <= sl.credit_low and not link.closed_locally:
+            self.conn.flow(link, credit=sl.credit_window)
+            # Out now, not at the end of this loop turn: one turn can apply thousands of deliveries (a
+            # mirror's catch-up), and the remote must not sit idle waiting for credit meanwhile.
+            self.io.write_out()
+
+    # ------------------------------------------------------------------------------------ flow
+
+    def on_flow(self, link: Link) -> None:
+        consumer = link.context
+        if isinstance(consumer, LinkConsumer):
+            q = consumer.queue
+            q.dispatch(self.outcomes.is_expired)
+            if link.drain and link.credit > 0:
+                self.conn.drain_complete(link)
+                self.mark_dirty()
+
+    def on_session_flow(self, session: Session) -> None:
+        for link in session.local_links.values():
+            c = link.context
+            if isinstance(c, LinkConsumer) and c.can_take():
+                c.queue.dispatch(self.outcomes.is_expired)
+
+    def resume(self) -> None:
+        """The socket drained its write buffer: feed consumers again."""
+        for c in list(self.consumers.values()):
+            if c.can_take():
+                c.queue.dispatch(self.outcomes.is_expired)
+
+    # ----------------------------------------------------------------------------------- outcomes
+
+    def on_disposition(
+        self, session: Session, role: bool, first: int, last: int, settled: bool, state: Any
+    ) -> None:
+        if not role:
+            for i in _ids(first, last, session.incoming_unsettled):
+                session.incoming_unsettled.pop(i, None)
+            return
+        unsettled = session.outgoing_unsettled
+        outcomes = self.outcomes
+        confirm: list[int] = []
+        for i in _ids(first, last, unsettled):
+            entry = unsettled.get(i)
+            if entry is None:
+                continue
+            ref = entry[1]
+            if not isinstance(ref, MessageRef) or ref.consumer is None:
+                unsettled.pop(i, None)
+                continue
+            if state is None and not settled:
+                continue
+            del unsettled[i]
+            outcomes.apply(ref, state)
+            if not settled:
+                confirm.append(i)
+        if confirm:
+            # The client waits for our settlement (rcv-settle-mode second): settle once the ack is confirmed.
+            def settle() -> None:
+                if self.conn.closed or session.ended_locally:
+                    return  # the session is gone: its channel may already belong to a new one
+                for i in confirm:
+                    self.conn.update_outgoing(session, i, i, True, None)
+                self.mark_dirty()
+
+            self.server.persistence.confirm(settle)
+
+    # ------------------------------------------------------------------------------------ detach
+
+    def on_detach(self, link: Link, detach: Detach) -> None:
+        closed = bool(detach.closed)
+        self.consumer_gone(link, closed=closed)
+        # Answer once every ack and settlement made on this link is confirmed: a client that waits for
+        # the detach then knows its acks are durable.
+        link.reply_deferred = True
+
+        def reply() -> None:
+            if not self.conn.closed and not link.session.ended_locally:
+                self.conn.detach(link, closed=closed)
+                self.mark_dirty()
+
+        self.server.persistence.confirm(reply)
+
+    def consumer_gone(self, link: Link, closed: bool) -> None:
+        consumer = link.context
+        if not isinstance(consumer, LinkConsumer) or consumer.closed:
+            return
+        consumer.closed = True
+        self.consumers.pop(id(link), None)
+        q = consumer.queue
+        q.remove_consumer(consumer)
+        session = link.session
+        held = [
+            ctx
+            for did, (lk, ctx) in list(session.outgoing_unsettled.items())
+            if lk is link and session.outgoing_unsettled.pop(did, None) is not None
+        ]
+        refs = [r for r in held if isinstance(r, MessageRef) and r.consumer is consumer]
+        if refs:
+            self.outcomes.requeue_all(refs)
+        srv, sub = self.server, consumer.subscription
+        if (
+            not q.consumers
+            and q.name in srv.queues
+            and (
+                sub in (Subscription.VOLATILE, Subscription.TEMPORARY)
+                or (sub == Subscription.DURABLE and closed)
+            )
+        ):
+            srv.delete_queue(q.name)
+
+    def connection_lost(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for session in list(self.conn.sessions.values()):
+            for link in list(session.local_links.values()):
+                self.consumer_gone(link, closed=False)
+        self.pending_accepts.clear()
+
+
+def _ids(first: int, last: int, present: dict[int, Any]) -> list[int]:
+    """Delivery ids in [first, last] that we track (a hostile range must not cost 2^32 steps)."""
+    if last < first:
+        return []
+    if last - first <= 64 or last - first < len(present):
+        return [i for i in range(first, last + 1) if i in present]
+    return sorted(i for i in present if first <= i <= last)

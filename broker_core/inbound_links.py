@@ -1,0 +1,89 @@
+"""The contexts of a client's links: producers (the client sends) and queue consumers (it receives)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from .queues import MessageRef, Queue, delivery_payload
+
+if TYPE_CHECKING:
+    from .amqp.connection import Connection, Link
+    from .outcomes import Outcomes
+
+
+class Producer:
+    __slots__ = ("address", "checked", "credit_low", "credit_window", "routing_type")
+
+    def __init__(self, address: str | None, routing_type: str | None, window: int, low: int) -> None:
+        self.address = address  # None: anonymous relay, the message's `to` decides
+        self.routing_type = routing_type
+        self.credit_window = window
+        self.credit_low = low
+        self.checked: set[str] = set()  # addresses this anonymous link may send to
+
+
+class ConsumerHost(Protocol):
+    """What a consumer needs of its connection's endpoint."""
+
+    @property
+    def conn(self) -> Connection: ...
+    @property
+    def writable(self) -> bool:
+        """False while the socket's write buffer is above its high-water mark."""
+
+    def mark_dirty(self) -> None: ...
+    def consumer_gone(self, link: Link, closed: bool) -> None:
+        """The link stopped consuming: leave the queue, give back what it held."""
+
+
+class LinkConsumer:
+    """A queue consumer backed by a sender link of ours."""
+
+    __slots__ = ("closed", "host", "link", "outcomes", "presettled", "queue", "subscription", "tag")
+
+    def __init__(
+        self,
+        host: ConsumerHost,
+        outcomes: Outcomes,
+        link: Link,
+        queue: Queue,
+        presettled: bool,
+        subscription: str | None,
+    ) -> None:
+        self.host = host
+        self.outcomes = outcomes
+        self.link = link
+        self.queue = queue
+        self.presettled = presettled
+        self.subscription = subscription  # "durable", "volatile", "temporary" or None (a plain queue)
+        self.tag = 0
+        self.closed = False
+
+    def can_take(self) -> bool:
+        link = self.link
+        return (
+            link.credit > 0
+            and link.session.remote_incoming_window > 0
+            and not self.closed
+            and self.host.writable
+        )
+
+    def kick(self, condition: str, description: str) -> None:
+        """The queue went away under us: detach the link with the reason."""
+        host = self.host
+        host.consumer_gone(self.link, closed=True)
+        host.conn.detach(self.link, closed=True, condition=condition, description=description)
+        host.mark_dirty()
+
+    def deliver(self, ref: MessageRef) -> None:
+        host = self.host
+        payload = delivery_payload(ref)
+        self.tag += 1
+        tag = self.tag.to_bytes(4, "big")
+        conn = host.conn
+        if self.presettled:
+            conn.send_delivery(self.link, tag, payload, True)
+            self.outcomes.acknowledge(ref)
+        else:
+            conn.send_delivery(self.link, tag, payload, False, ref)
+        host.mark_dirty()

@@ -1,0 +1,80 @@
+"""The server side of SASL: PLAIN, SCRAM-SHA-512/256, and ANONYMOUS while security is off.
+
+No secret is ever logged: a failed login names the user and the peer, never what was sent.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from .security.scram import ScramServer
+
+if TYPE_CHECKING:
+    from .amqp.connection import Connection
+    from .server import Server
+
+log = logging.getLogger("broker.inbound")
+
+SCRAM_MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256")
+
+
+def mechanisms(secure: bool) -> tuple[str, ...]:
+    """What the acceptor offers: ANONYMOUS only while security is off."""
+    return SCRAM_MECHANISMS + (("PLAIN",) if secure else ("ANONYMOUS", "PLAIN"))
+
+
+class ServerSasl:
+    """One connection's SASL exchange, as the accepting side."""
+
+    def __init__(self, server: Server, peer: str) -> None:
+        self.server = server
+        self.peer = peer
+        self.scram: ScramServer | None = None
+
+    def init(self, conn: Connection, mechanism: str, response: bytes | None) -> None:
+        secure = self.server.config.security_enabled
+        if mechanism in SCRAM_MECHANISMS:
+            self.scram = ScramServer(
+                mechanism,
+                self.server.user_store.scram_lookup(mechanism),
+                mock_secret=self.server.scram_secret,
+            )
+            self.response(conn, response or b"")
+            return
+        if mechanism == "ANONYMOUS" and "ANONYMOUS" in conn.sasl_mechanisms:
+            conn.sasl_outcome(True, None)
+            return
+        if mechanism == "PLAIN":
+            parts = (response or b"").split(b"\x00")
+            if len(parts) == 3:
+                user = parts[1].decode("utf-8", "replace")
+                password = parts[2].decode("utf-8", "replace")
+                if self.server.authenticate_plain(user, password) or not secure:
+                    conn.sasl_outcome(True, user)
+                    log.debug("%s authenticated as %s", self.peer, user)
+                    return
+                log.warning("authentication failed for user %s from %s", user, self.peer)
+            else:
+                log.warning("malformed SASL PLAIN response from %s", self.peer)
+        else:
+            log.warning("SASL mechanism %s refused for %s", mechanism, self.peer)
+        conn.sasl_outcome(False, None)
+
+    def response(self, conn: Connection, response: bytes) -> None:
+        scram = self.scram
+        if scram is None:
+            conn.sasl_outcome(False, None)
+            return
+        step = scram.step(response)
+        if not step.done:
+            conn.sasl_challenge(step.server_bytes)
+            return
+        self.scram = None
+        if step.ok or not self.server.config.security_enabled:
+            conn.sasl_outcome(True, step.user, step.server_bytes)
+        else:
+            log.warning(
+                "authentication failed for user %s from %s (%s)", step.user, self.peer, scram.mechanism
+            )
+            conn.sasl_outcome(False, None, step.server_bytes)

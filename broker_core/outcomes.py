@@ -1,0 +1,208 @@
+"""What becomes of a delivered message: acknowledged, redelivered, dead-lettered or expired.
+
+Artemis's semantics: an acknowledgement removes the reference and is journalled; a failed delivery
+counts towards `max-delivery-attempts`, after which the message goes to the dead-letter address; an
+expired message goes to the expiry address without its time to live. A message whose last reference
+is gone leaves the identity index.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from .amqp.performatives import Accepted, Modified, Rejected
+from .events import EXPIRY_COPY, Cause, Observers
+from .identity import MessageIndex
+from .journal import records
+from .message import MessageView
+from .persistence import Persistence
+from .queues import MessageRef, Queue
+from .routing import Clock, Router
+from .stats import BrokerStats
+from .topology import Topology
+from .vocabulary import AckReason
+
+
+class Outcomes:
+    def __init__(
+        self,
+        topology: Topology,
+        router: Router,
+        persistence: Persistence,
+        observers: Observers,
+        index: MessageIndex,
+        stats: BrokerStats,
+        clock_ms: Clock,
+        log: logging.Logger,
+    ) -> None:
+        self.topology = topology
+        self.router = router
+        self.persistence = persistence
+        self.observers = observers
+        self.index = index
+        self.stats = stats
+        self.clock_ms = clock_ms
+        self.log = log
+
+    def apply(self, ref: MessageRef, state: Any) -> None:
+        """A consumer's outcome, with Artemis's semantics.
+
+        Accepted (or settled without one) acknowledges; Rejected dead-letters; Modified counts a failed
+        delivery only when it says so and dead-letters when undeliverable here; Released and anything
+        else redelivers without counting an attempt.
+        """
+        if state is None or isinstance(state, Accepted):
+            self.acknowledge(ref)
+        elif isinstance(state, Rejected):
+            self.dead_letter(ref)
+        elif isinstance(state, Modified):
+            self.release(
+                ref, delivery_failed=bool(state.delivery_failed), undeliverable=bool(state.undeliverable_here)
+            )
+        else:
+            self.release(ref, delivery_failed=False)
+
+    def acknowledge(
+        self,
+        ref: MessageRef,
+        reason: int = AckReason.NORMAL,
+        via_mirror: bool = False,
+        cause: Cause | None = None,
+    ) -> None:
+        q, msg = ref.queue, ref.message
+        if ref.consumer is not None:
+            q.take_in_flight(ref)
+        q.acked += 1
+        msg.live_refs -= 1
+        if msg.live_refs <= 0:
+            self.index.forget(msg)
+        self.stats.messages_acked += 1
+        if msg.durable and q.durable and self.persistence.enabled:
+            self.persistence.persist(records.MessageAcked(q.id, msg.id, reason, via_mirror, self.clock_ms()))
+        for o in self.observers.all:
+            o.message_acked(ref, reason, cause)
+
+    def acknowledge_many(self, queue: Queue, refs: list[MessageRef]) -> None:
+        """`acknowledge` for references of one queue settled together (the events a mirror's target
+        accepted in one disposition), journalled as one `MessagesAcked` instead of one record each."""
+        durable: list[int] = []
+        for ref in refs:
+            msg = ref.message
+            if ref.consumer is not None:
+                queue.take_in_flight(ref)
+            msg.live_refs -= 1
+            if msg.live_refs <= 0:
+                self.index.forget(msg)
+            if msg.durable:
+                durable.append(msg.id)
+        queue.acked += len(refs)
+        self.stats.messages_acked += len(refs)
+        if durable and queue.durable and self.persistence.enabled:
+            self.persistence.persist(
+                records.MessagesAcked(queue.id, tuple(durable), AckReason.NORMAL, False, self.clock_ms())
+            )
+        for ref in refs:
+            for o in self.observers.all:
+                o.message_acked(ref, AckReason.NORMAL, None)
+
+    def release(self, ref: MessageRef, delivery_failed: bool, undeliverable: bool = False) -> None:
+        """The consumer gave the message back: redeliver it, or dead-letter it after too many tries."""
+        q = ref.queue
+        q.take_in_flight(ref)
+        if delivery_failed:
+            ref.delivery_count += 1
+            if ref.message.durable and q.durable and self.persistence.enabled:
+                self.persistence.persist(
+                    records.DeliveryCountUpdated(q.id, ref.message.id, ref.delivery_count)
+                )
+            limit = self.topology.settings_for(q.address).max_delivery_attempts
+            if undeliverable or (limit >= 0 and ref.delivery_count >= limit):
+                self.dead_letter(ref)
+                return
+        q.requeue([ref])
+        q.dispatch(self.is_expired)
+
+    def requeue_all(self, refs: list[MessageRef]) -> None:
+        """A consumer went away: everything it held goes back, counted as a failed delivery."""
+        by_queue: dict[int, list[MessageRef]] = {}
+        for ref in refs:
+            ref.queue.take_in_flight(ref)
+            ref.delivery_count += 1
+            limit = self.topology.settings_for(ref.queue.address).max_delivery_attempts
+            if limit >= 0 and ref.delivery_count >= limit:
+                self.dead_letter(ref)
+            else:
+                by_queue.setdefault(ref.queue.id, []).append(ref)
+        for qrefs in by_queue.values():
+            q = qrefs[0].queue
+            q.requeue(qrefs)
+            q.dispatch(self.is_expired)
+
+    def dead_letter(self, ref: MessageRef, cause: Cause | None = None) -> None:
+        settings = self.topology.settings_for(ref.queue.address)
+        self._move(ref, settings.dead_letter_address, AckReason.KILLED, "dead-letter", cause)
+        ref.queue.killed += 1
+        self.stats.messages_killed += 1
+
+    def expire(self, ref: MessageRef, cause: Cause | None = None) -> None:
+        settings = self.topology.settings_for(ref.queue.address)
+        self._move(ref, settings.expiry_address, AckReason.EXPIRED, "expiry", cause)
+        ref.queue.expired += 1
+        self.stats.messages_expired += 1
+
+    def _move(self, ref: MessageRef, target: str | None, reason: int, what: str, cause: Cause | None) -> None:
+        msg = ref.message
+        if ref.consumer is not None:
+            ref.queue.take_in_flight(ref)
+        addresses = self.topology.addresses
+        if target and target in addresses and addresses[target].queues:
+            view = MessageView(msg.payload)
+            if reason == AckReason.EXPIRED:  # the copy must not expire again on arrival, nor be mirrored
+                payload = view.with_header(_without_ttl(view))
+                self.router.route(target, payload, MessageView(payload), no_expiry=True, cause=EXPIRY_COPY)
+            else:  # a dead-letter copy is an ordinary routing, and is mirrored
+                self.router.route(target, msg.payload, view, cause=cause)
+        else:
+            self.log.warning(
+                "message %d on queue %s dropped: no %s address with a queue (configured: %s)",
+                msg.id,
+                ref.queue.name,
+                what,
+                target,
+            )
+        # consumer already detached above; acknowledge without touching in_flight again
+        self.acknowledge(ref, reason, cause=cause)
+
+    def is_expired(self, ref: MessageRef) -> bool:
+        """Whether `ref` expired (then it was moved to the expiry address); asked as it is dispatched."""
+        if ref.queue.internal:
+            return False
+        exp = ref.message.expiry_ms
+        if exp and exp <= self.clock_ms():
+            self.expire(ref)
+            return True
+        return False
+
+    def expire_scan(self) -> int:
+        """Move expired waiting messages out of every queue; returns how many."""
+        now_ms = self.clock_ms()
+        n = 0
+        for q in list(self.topology.queues.values()):
+            if q.internal:
+                continue  # store-and-forward events never expire (Artemis ARTEMIS-5090)
+            expired = [r for r in q.messages if r.message.expiry_ms and r.message.expiry_ms <= now_ms]
+            if not expired:
+                continue
+            gone = {id(r) for r in expired}
+            q.keep_only([r for r in q.messages if id(r) not in gone])
+            for ref in expired:  # after the queue is rebuilt: an expiry copy may land on this very queue
+                self.expire(ref)
+            n += len(expired)
+        return n
+
+
+def _without_ttl(view: MessageView) -> Any:
+    h = view.header
+    h.ttl = None
+    return h

@@ -1,0 +1,105 @@
+"""Broker services at addresses: links to them are answered by the service, not routed to queues.
+
+The composition root registers each service by address (management) or address prefix (the mirror
+target, for `$ACTIVEMQ_ARTEMIS_MIRROR`); the inbound endpoint looks the address of each attach up here
+and knows no service by name. A service sees the connection only through `Peer`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from .amqp.connection import Connection, Link, Session
+    from .amqp.performatives import Attach
+    from .errors import BrokerError
+
+
+class Peer(Protocol):
+    """What a service sees of the connection a link came on."""
+
+    @property
+    def conn(self) -> Connection: ...
+    @property
+    def user(self) -> str | None:
+        """The authenticated user (None: anonymous)."""
+
+    @property
+    def name(self) -> str:
+        """The remote address, for log lines."""
+
+    @property
+    def credit_window(self) -> int:
+        """The acceptor's credit for a client link (amqpCredits)."""
+
+    def accept_later(self, session: Session, delivery_id: int) -> None:
+        """Settle the delivery Accepted with the next output (ranges are coalesced)."""
+
+    def reject(self, session: Session, delivery_id: int, settled: bool, error: BrokerError) -> None: ...
+    def mark_dirty(self) -> None: ...
+    def write_out(self) -> None:
+        """Write the pending output now, not at the end of the loop turn."""
+
+
+class Answer:
+    """A service's answer to an attach: the reply (None: the ordinary receiving answer), the link's
+    state kept for its deliveries, and the credit window to keep the peer supplied with."""
+
+    __slots__ = ("credit_window", "reply", "state")
+
+    def __init__(self, reply: Attach | None, state: object, credit_window: int) -> None:
+        self.reply = reply
+        self.state = state
+        self.credit_window = credit_window
+
+
+class LinkService(Protocol):
+    def attach(self, peer: Peer, link: Link, attach: Attach, address: str) -> Answer:
+        """Check the peer's attach to `address` and say how to answer it; raise BrokerError to refuse it."""
+        ...
+
+    def on_delivery(
+        self, peer: Peer, link: Link, state: object, delivery_id: int, settled: bool, payload: bytes
+    ) -> None:
+        """One message for the service; settle it through `peer`. `state` is the `Answer`'s, or None for
+        a message an anonymous-relay link addressed here."""
+
+
+class ServiceLink:
+    """The context of a link answered by a service."""
+
+    __slots__ = ("credit_low", "credit_window", "service", "state")
+
+    def __init__(self, service: LinkService, answer: Answer) -> None:
+        self.service = service
+        self.state = answer.state
+        self.credit_window = answer.credit_window
+        self.credit_low = answer.credit_window // 2
+
+
+class Services:
+    """The services of one server, by exact address and by address prefix."""
+
+    def __init__(self) -> None:
+        self._exact: dict[str, LinkService] = {}
+        self._prefixes: list[tuple[str, LinkService]] = []
+
+    def register(self, address: str, service: LinkService) -> None:
+        self._exact[address] = service
+
+    def register_prefix(self, prefix: str, service: LinkService) -> None:
+        self._prefixes.append((prefix, service))
+
+    def at(self, address: str) -> LinkService | None:
+        service = self._exact.get(address)
+        if service is not None or not self._prefixes:
+            return service
+        for prefix, candidate in self._prefixes:
+            if address.startswith(prefix):
+                return candidate
+        return None
+
+    def at_exact(self, address: str) -> LinkService | None:
+        """For each message of an anonymous-relay link: one dict lookup, no prefix scan (a mirror link
+        must be attached to its address, never reached by relay)."""
+        return self._exact.get(address)

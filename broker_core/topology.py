@@ -1,0 +1,207 @@
+"""Addresses and queues: created, bound, deleted, journalled, and announced to observers.
+
+Invariants:
+- A queue is bound to exactly one address, which exists while the queue does.
+- Temporary addresses and queues (made for dynamic and volatile consumers) are never journalled.
+- Deleting a queue first kicks its consumers, so that what they held comes back before the queue's
+  references are dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from .config.model import AddressSettings, BrokerConfig
+from .errors import AlreadyExists, NotFound, PreconditionFailed
+from .events import Cause, Observers
+from .identity import MessageIndex
+from .journal import records
+from .persistence import Persistence
+from .queues import Address, Queue
+
+
+class Topology:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        persistence: Persistence,
+        observers: Observers,
+        index: MessageIndex,
+        log: logging.Logger,
+    ) -> None:
+        self.config = config
+        self.persistence = persistence
+        self.observers = observers
+        self.index = index
+        self.log = log
+        self.addresses: dict[str, Address] = {}
+        self.queues: dict[str, Queue] = {}
+        self.queues_by_id: dict[int, Queue] = {}
+        self.next_queue_id = 1
+        self.next_address_id = 1
+        self._settings: dict[str, AddressSettings] = {}
+
+    def settings_for(self, address: str) -> AddressSettings:
+        s = self._settings.get(address)
+        if s is None:
+            s = self.config.address_settings_for(address)
+            if len(self._settings) > 10000:
+                self._settings.clear()
+            self._settings[address] = s
+        return s
+
+    # ------------------------------------------------------------------------------- addresses
+
+    def ensure_address(
+        self,
+        name: str,
+        routing_types: set[str],
+        *,
+        auto_created: bool = True,
+        internal: bool = False,
+        temporary: bool = False,
+        cause: Cause | None = None,
+    ) -> Address:
+        addr = self.addresses.get(name)
+        if addr is not None:
+            if not routing_types <= addr.routing_types:
+                addr.routing_types |= routing_types
+                self._persist_address(addr)
+            return addr
+        addr = Address(
+            name,
+            set(routing_types),
+            id=self.next_address_id,
+            auto_created=auto_created,
+            internal=internal,
+            temporary=temporary,
+        )
+        self.next_address_id += 1
+        self.addresses[name] = addr
+        self._persist_address(addr)
+        self.log.debug("address %s created (%s)", name, ",".join(sorted(routing_types)))
+        for o in self.observers.all:
+            o.address_added(addr, cause)
+        return addr
+
+    def _persist_address(self, addr: Address) -> None:
+        if addr.temporary:
+            return
+        self.persistence.persist(
+            records.AddressAdded(
+                addr.id, addr.name, frozenset(addr.routing_types), addr.auto_created, addr.internal
+            )
+        )
+
+    def delete_address(self, name: str, force: bool = False, cause: Cause | None = None) -> None:
+        addr = self.addresses.get(name)
+        if addr is None:
+            raise NotFound(f"address {name!r} does not exist")
+        if addr.queues and not force:
+            raise PreconditionFailed(f"address {name!r} has queues")
+        for q in list(addr.queues):
+            self.delete_queue(q.name, cause)
+        self.addresses.pop(name, None)
+        if not addr.temporary:
+            self.persistence.persist(records.AddressRemoved(addr.id))
+        for o in self.observers.all:
+            o.address_removed(addr, cause)
+
+    # ---------------------------------------------------------------------------------- queues
+
+    def create_queue(
+        self,
+        name: str,
+        address: str,
+        routing_type: str,
+        *,
+        durable: bool = True,
+        filter_string: str | None = None,
+        max_consumers: int = -1,
+        auto_created: bool = False,
+        internal: bool = False,
+        temporary: bool = False,
+        purge_on_no_consumers: bool = False,
+        cause: Cause | None = None,
+    ) -> Queue:
+        if name in self.queues:
+            raise AlreadyExists(f"queue {name!r} already exists")
+        addr = self.ensure_address(
+            address,
+            {routing_type},
+            auto_created=auto_created,
+            internal=internal,
+            temporary=temporary,
+            cause=cause,
+        )
+        q = Queue(
+            self.next_queue_id,
+            name,
+            addr.name,
+            routing_type,
+            durable=durable,
+            filter_string=filter_string,
+            max_consumers=max_consumers,
+            auto_created=auto_created,
+            internal=internal,
+            temporary=temporary,
+            purge_on_no_consumers=purge_on_no_consumers,
+        )
+        self.next_queue_id += 1
+        self.bind(q)
+        if durable and not temporary:
+            self.persistence.persist(
+                records.QueueAdded(
+                    q.id,
+                    name,
+                    addr.name,
+                    routing_type,
+                    True,
+                    filter_string,
+                    max_consumers,
+                    auto_created,
+                    internal,
+                )
+            )
+        self.log.debug("queue %s created on %s (%s)", name, address, routing_type)
+        for o in self.observers.all:
+            o.queue_added(q, cause)
+        return q
+
+    def bind(self, q: Queue) -> None:
+        """Make `q` known and bound to its address (made if missing, as at recovery)."""
+        self.queues[q.name] = q
+        self.queues_by_id[q.id] = q
+        addr = self.addresses.get(q.address)
+        if addr is None:
+            addr = Address(q.address, {q.routing_type})
+            self.addresses[q.address] = addr
+        addr.queues.append(q)
+
+    def delete_queue(self, name: str, cause: Cause | None = None) -> None:
+        q = self.queues.pop(name, None)
+        if q is None:
+            raise NotFound(f"queue {name!r} does not exist")
+        del self.queues_by_id[q.id]
+        addr = self.addresses.get(q.address)
+        if addr is not None and q in addr.queues:
+            addr.queues.remove(q)
+        for c in list(q.consumers):  # first, so that what they held comes back before the release below
+            c.kick("amqp:resource-deleted", f"queue {name} was deleted")
+        for ref in q.messages:
+            msg = ref.message
+            msg.live_refs -= 1
+            if msg.live_refs <= 0:
+                self.index.forget(msg)
+        q.keep_only([])
+        if q.durable and not q.temporary:
+            self.persistence.persist(records.QueueRemoved(q.id))
+        for o in self.observers.all:
+            o.queue_removed(q, cause)
+        if (
+            addr is not None
+            and addr.auto_created
+            and not addr.queues
+            and self.settings_for(addr.name).auto_delete_addresses
+        ):
+            self.delete_address(addr.name, cause=cause)

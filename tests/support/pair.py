@@ -1,0 +1,427 @@
+"""Brokers joined in memory: the fast, deterministic tier beneath the process tests.
+
+Two (or more) whole brokers, wired by the composition root exactly as `amqp-mirror run` wires them,
+share one `MemoryLoop` instead of asyncio's: their sockets are `MemoryTransport` pairs that hand bytes
+across when the test pumps, and time is a virtual clock that moves only when the test says. This is
+proton's `pump()` and h11's `ConnectionPair`, one level up: every engine, endpoint, broker connection,
+mirror source and target is the production code; only the loop and the wire are ours.
+
+    net = Network(tmp_path)
+    dc1, dc2 = net.broker("dc1", mirror_to="dc2"), net.broker("dc2", mirror_to="dc1")
+    net.start_all()
+    client = net.client("dc1")
+    client.send("orders", b"hello")
+    net.pump()
+    assert net.depth("dc2", "orders") == 1
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import deque
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+from amqp_mirror.broker import Broker
+from broker_core.acceptor import AmqpSocket
+from broker_core.amqp.connection import Connection, Link, Session
+from broker_core.amqp.performatives import Accepted, Attach, Source, Target
+from broker_core.config import load_config
+from broker_core.message import build_message
+
+BROKER_XML = """<?xml version="1.0"?>
+<configuration xmlns="urn:activemq">
+  <core xmlns="urn:activemq:core">
+    <name>{name}</name>
+    <persistence-enabled>{persistence}</persistence-enabled>
+    <security-enabled>false</security-enabled>
+    <journal-directory>{home}/journal</journal-directory>
+    <acceptors><acceptor name="amqp">tcp://127.0.0.1:{port}?protocols=AMQP</acceptor></acceptors>
+    <broker-connections>{connections}</broker-connections>
+    <addresses>{addresses}</addresses>
+  </core>
+</configuration>
+"""
+
+
+class Handle:
+    __slots__ = ("callback", "cancelled")
+
+    def __init__(self, callback: Callable[[], None]) -> None:
+        self.callback = callback
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class MemoryLoop:
+    """Just enough of an asyncio loop: ready callbacks, timers on a virtual clock, tasks that never
+    really wait, and connections to the brokers of its `Network`."""
+
+    def __init__(self, network: Network) -> None:
+        self.network = network
+        self.now = 0.0
+        self.ready: deque[Handle] = deque()
+        self.from_threads: deque[Callable[[], None]] = deque()  # journal writer threads append here
+        self.timers: list[tuple[float, int, Handle]] = []
+        self._order = itertools.count()
+
+    def time(self) -> float:
+        return self.now
+
+    def call_soon(self, callback: Callable[..., None], *args: Any) -> Handle:
+        handle = Handle(lambda: callback(*args))
+        self.ready.append(handle)
+        return handle
+
+    def call_soon_threadsafe(self, callback: Callable[..., None], *args: Any) -> None:
+        self.from_threads.append(lambda: callback(*args))
+
+    def call_later(self, delay: float, callback: Callable[..., None], *args: Any) -> Handle:
+        handle = Handle(lambda: callback(*args))
+        heapq.heappush(self.timers, (self.now + delay, next(self._order), handle))
+        return handle
+
+    def create_task(self, coro: Coroutine[Any, Any, Any]) -> None:
+        try:
+            coro.send(None)
+        except StopIteration:
+            return
+        raise AssertionError("a task awaited something the memory loop cannot provide")
+
+    async def create_connection(
+        self, factory: Callable[[], Any], host: str, port: int, **_tls: Any
+    ) -> tuple[MemoryTransport, Any]:
+        return self.network.connect(port, factory)
+
+    def run_ready(self) -> bool:
+        """Run what is ready now; whether anything ran."""
+        ran = False
+        while self.from_threads:
+            self.from_threads.popleft()()
+            ran = True
+        while self.ready:
+            handle = self.ready.popleft()
+            if not handle.cancelled:
+                handle.callback()
+            ran = True
+        return ran
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock, firing the timers that fall due on the way."""
+        end = self.now + seconds
+        while self.timers and self.timers[0][0] <= end:
+            at, _, handle = heapq.heappop(self.timers)
+            self.now = at
+            if not handle.cancelled:
+                handle.callback()
+            self.network.pump()
+        self.now = end
+
+
+class MemoryTransport:
+    """One end of an in-memory socket: what is written reaches the other end's protocol when pumped."""
+
+    def __init__(self, network: Network, name: str) -> None:
+        self.network = network
+        self.name = name
+        self.protocol: Any = None
+        self.peer: MemoryTransport | None = None
+        self.inbox: deque[bytes] = deque()
+        self.closing = False
+        self.lost = False
+
+    def get_extra_info(self, key: str) -> Any:
+        return ("memory", hash(self.name) & 0xFFFF) if key == "peername" else None
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
+    def write(self, data: bytes) -> None:
+        if not self.closing and self.peer is not None and not self.peer.closing:
+            self.peer.inbox.append(bytes(data))
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def close(self) -> None:
+        if not self.closing:
+            self.closing = True
+            self.network.to_lose.append(self)
+            if self.peer is not None and not self.peer.closing:
+                self.peer.closing = True
+                self.network.to_lose.append(self.peer)
+
+    abort = close
+
+    def deliver(self) -> bool:
+        moved = False
+        while self.inbox and not self.lost:
+            self.protocol.data_received(self.inbox.popleft())
+            moved = True
+        return moved
+
+
+class Network:
+    """Brokers on one memory loop, reachable by their acceptor ports; a test's whole world."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.loop = MemoryLoop(self)
+        self.brokers: dict[str, Broker] = {}
+        self.ports: dict[int, Broker] = {}
+        self.sockets: dict[str, set[AmqpSocket]] = {}
+        self.transports: list[MemoryTransport] = []
+        self.to_lose: list[MemoryTransport] = []
+        self.down: set[int] = set()
+        self._ports = itertools.count(10001)
+        self._assigned: dict[str, int] = {}
+
+    # --------------------------------------------------------------------------------- brokers
+
+    def broker(
+        self,
+        name: str,
+        *,
+        mirror_to: str | None = None,
+        mirror: str = "<mirror/>",
+        persistence: bool = False,
+        addresses: str = '<address name="orders"><anycast><queue name="orders"/></anycast></address>',
+        port: int | None = None,
+    ) -> Broker:
+        """A broker; `mirror_to` names the broker its `<mirror>` connection (named after it) goes to."""
+        port = port or self._port_of(name)
+        connections = ""
+        if mirror_to is not None:
+            uri = f"tcp://127.0.0.1:{self._port_of(mirror_to)}"
+            attributes = f'uri="{uri}" name="{mirror_to}" retry-interval="100"'
+            connections = f"<amqp-connection {attributes}>{mirror}</amqp-connection>"
+        home = self.home / name
+        home.mkdir(parents=True, exist_ok=True)
+        xml = BROKER_XML.format(
+            name=name,
+            persistence=str(persistence).lower(),
+            home=home,
+            port=port,
+            connections=connections,
+            addresses=addresses,
+        )
+        (home / "broker.xml").write_text(xml)
+        config, _ = load_config(home / "broker.xml")
+        broker = Broker(config, self.loop)  # type: ignore[arg-type]  # a MemoryLoop stands for asyncio's
+        self.brokers[name] = broker
+        return broker
+
+    def _port_of(self, name: str) -> int:
+        if name not in self._assigned:
+            self._assigned[name] = next(self._ports)
+        return self._assigned[name]
+
+    def start(self, name: str) -> Broker:
+        broker = self.brokers[name]
+        broker.assemble()
+        self.ports[self._port_of(name)] = broker
+        self.sockets[name] = set()
+        self.down.discard(self._port_of(name))
+        assert broker.connections is not None
+        broker.connections.start()
+        self.pump()
+        return broker
+
+    def start_all(self) -> None:
+        for name in self.brokers:
+            broker = self.brokers[name]
+            broker.assemble()
+            self.ports[self._port_of(name)] = broker
+            self.sockets[name] = set()
+        for broker in self.brokers.values():
+            assert broker.connections is not None
+            broker.connections.start()
+        self.pump()
+
+    def stop(self, name: str) -> None:
+        """The broker goes away: its sockets are cut and its port refuses connections."""
+        broker = self.brokers[name]
+        self.down.add(self._port_of(name))
+        for sock in list(self.sockets.get(name, ())):
+            if sock.transport is not None:
+                sock.transport.close()
+        if broker.connections is not None:
+            broker.connections.stop()
+        self.pump()
+        if broker._retry_timer is not None:
+            broker._retry_timer.cancel()
+        broker.server.stop()
+
+    def server(self, name: str) -> Any:
+        return self.brokers[name].server
+
+    def depth(self, name: str, queue: str) -> int:
+        q = self.brokers[name].server.queues.get(queue)
+        return 0 if q is None else q.depth
+
+    # ------------------------------------------------------------------------------------ wire
+
+    def connect(self, port: int, factory: Callable[[], Any]) -> tuple[MemoryTransport, Any]:
+        broker = self.ports.get(port)
+        if broker is None or port in self.down:
+            raise ConnectionRefusedError(f"nothing listens on memory port {port}")
+        name = broker.server.name
+        client, server = MemoryTransport(self, f"to-{name}"), MemoryTransport(self, f"{name}-in")
+        client.peer, server.peer = server, client
+        client.protocol = factory()
+        acceptor = broker.config.acceptors[0]
+        registry = self.sockets[name]
+        sock = AmqpSocket(broker.server, acceptor, broker.services, broker.turn, registry)
+        server.protocol = sock
+        self.transports += [client, server]
+        sock.connection_made(server)
+        client.protocol.connection_made(client)
+        return client, client.protocol
+
+    def cut(self, name: str) -> None:
+        """Cut every socket into broker `name` (a network partition of its listener), keeping it up."""
+        for sock in list(self.sockets.get(name, ())):
+            if sock.transport is not None:
+                sock.transport.close()
+        self.pump()
+
+    def pump(self, limit: int = 100_000) -> None:
+        """Run callbacks and move bytes until nothing moves (journal writes included)."""
+        for _ in range(limit):
+            moved = self.loop.run_ready()
+            for t in list(self.transports):
+                moved = t.deliver() or moved
+            while self.to_lose:
+                t = self.to_lose.pop(0)
+                if not t.lost:
+                    t.lost = True
+                    t.protocol.connection_lost(None)
+                    moved = True
+            if moved:
+                continue
+            if self._flush_journals():
+                continue
+            self.transports = [t for t in self.transports if not t.lost]
+            return
+        raise AssertionError("the pump never came to rest")
+
+    def _flush_journals(self) -> bool:
+        """Wait for the journals' writer threads (the only other threads there are)."""
+        for broker in self.brokers.values():
+            journal = broker.server.journal
+            if journal is not None and broker.server.started and broker.config.persistence_enabled:
+                journal.flush()
+        return bool(self.loop.from_threads)
+
+    # --------------------------------------------------------------------------------- clients
+
+    def client(self, name: str) -> MemoryClient:
+        client = MemoryClient(self)
+        self.connect(self._port_of(name), lambda: client)
+        self.pump()
+        return client
+
+
+class MemoryClient:
+    """An AMQP client on our engine over a memory transport: send, receive, settle, and see outcomes."""
+
+    def __init__(self, network: Network) -> None:
+        self.network = network
+        self.transport: MemoryTransport | None = None
+        self.conn = Connection(self, server=False, container_id=f"client-{id(self)}")
+        self.session: Session | None = None
+        self.senders: dict[str, Link] = {}
+        self.receivers: dict[str, Link] = {}
+        self.outcomes: dict[int, Any] = {}  # delivery id -> settled state
+        self.received: dict[str, list[tuple[int, bytes]]] = {}
+        self.tag = 0
+
+    # asyncio-protocol side
+    def connection_made(self, transport: MemoryTransport) -> None:
+        self.transport = transport
+        self.conn.start_client(sasl=True)
+        self._write()
+
+    def data_received(self, data: bytes) -> None:
+        self.conn.receive(data)
+        self._write()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+
+    def _write(self) -> None:
+        out = self.conn.take_output()
+        if out and self.transport is not None:
+            self.transport.write(out)
+
+    # engine handler
+    def on_sasl_init(self, conn: Connection, mechanism: str, response: bytes | None) -> None:
+        conn.sasl_init("ANONYMOUS", b"")
+
+    def on_open(self, conn: Connection, open_: Any) -> None:
+        self.session = conn.begin()
+
+    def on_delivery(
+        self, link: Link, delivery_id: int, tag: bytes, settled: bool, payload: bytes, message_format: int
+    ) -> None:
+        self.received.setdefault(link.name, []).append((delivery_id, payload))
+
+    def on_disposition(
+        self, session: Session, role: bool, first: int, last: int, settled: bool, state: Any
+    ) -> None:
+        for i in range(first, last + 1):
+            if i in session.outgoing_unsettled:
+                self.outcomes[i] = state
+                if settled:
+                    session.outgoing_unsettled.pop(i, None)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("on_"):
+            return lambda *args: None
+        raise AttributeError(name)
+
+    # the test's side
+    def send(self, address: str, body: str, durable: bool = True) -> int:
+        """Send one message; returns its delivery id (its outcome lands in `outcomes` when settled)."""
+        link = self.senders.get(address)
+        if link is None:
+            assert self.session is not None, "the client is not connected"
+            attach = Attach(
+                name=f"send-{address}", role=False, source=Source(), target=Target(address=address)
+            )
+            link = self.senders[address] = self.conn.attach(self.session, attach)
+            self._write()
+            self.network.pump()
+        assert link.credit > 0, f"no credit to send to {address}"
+        self.tag += 1
+        payload = build_message(body, durable=durable)
+        delivery_id = self.conn.send_delivery(link, self.tag.to_bytes(4, "big"), payload, False)
+        self._write()
+        return delivery_id
+
+    def accepted(self, delivery_id: int) -> bool:
+        return isinstance(self.outcomes.get(delivery_id), Accepted)
+
+    def receive(self, address: str, credit: int) -> list[bytes]:
+        """Grant `credit` on a receiver of `address`, pump, accept and return what arrived."""
+        link = self.receivers.get(address)
+        if link is None:
+            assert self.session is not None, "the client is not connected"
+            attach = Attach(
+                name=f"recv-{address}", role=True, source=Source(address=address), target=Target()
+            )
+            link = self.receivers[address] = self.conn.attach(self.session, attach)
+        self.conn.flow(link, credit=credit)
+        self._write()
+        self.network.pump()
+        got = self.received.pop(link.name, [])
+        for delivery_id, _ in got:
+            assert self.session is not None
+            self.conn.settle_incoming(self.session, delivery_id, delivery_id, Accepted().encode_amqp())
+        self._write()
+        self.network.pump()
+        return [payload for _, payload in got]
