@@ -1,6 +1,6 @@
 """Our broker as an Artemis mirror SOURCE, checked on the wire against a scripted Artemis target.
 
-The scripted target (tests/support/scripted_peer.py) decodes with python-qpid-proton, so every type
+The scripted target (tests/support/peer/) decodes with python-qpid-proton, so every type
 asserted here (symbol vs string, long vs ulong, byte) is what an Artemis target would see. The rules
 come from the mirror protocol spec, sections 1.1-1.4 (connection and link), 2.2-2.5 (deliveries) and 5.
 """
@@ -53,7 +53,7 @@ from tests.conformance.wire_helpers import (
 from tests.peers.ports import wait_until
 from tests.support.broker import BrokerProcess
 from tests.support.client import receive, send
-from tests.support.scripted_peer import (
+from tests.support.peer import (
     Frame,
     LinkReply,
     ScriptedClient,
@@ -421,25 +421,24 @@ def test_expiry_sends_only_a_postack_with_reason_expired(tmp_path: Path) -> None
 def test_every_refusal_of_the_target_is_logged_and_retried(tmp_path: Path) -> None:
     """Null target, no amq.mirror, no broker id, our own id: each fails the attempt, the next one comes."""
 
-    def script(attach: Frame) -> LinkReply:
-        own = str(attach["properties"][BKR_ID])
-        attempt = len(peer.attaches)  # this attach is recorded after the reply is chosen
-        if attempt == 0:
-            return LinkReply(refuse=True, error_condition="amqp:not-found", error_description="no such node")
-        if attempt == 1:
-            return LinkReply(offered_capabilities=["something-else"], properties={"x-opt-amq-bkr-id": "t"})
-        if attempt == 2:
-            return LinkReply(offered_capabilities=["amq.mirror"], properties={"other": "t"})
-        if attempt == 3:
-            return LinkReply.mirror_target(own)
-        return LinkReply.mirror_target(TARGET_ID)
+    def own_id(attach: Frame) -> LinkReply:
+        return LinkReply.mirror_target(str(attach["properties"][BKR_ID]))
 
-    peer = ScriptedServer(script)
-    with peer:
+    # Attaches without a response of their own (the fifth, any after it) get a proper target's reply.
+    with ScriptedServer(LinkReply.mirror_target(TARGET_ID)) as peer:
+        mirror = {"role": False, "target": SNF}  # every attempt attaches the same mirror sender
+        peer.expect_attach(**mirror).respond(
+            refuse=True, error_condition="amqp:not-found", error_description="no such node"
+        )
+        peer.expect_attach(**mirror).respond(
+            offered_capabilities=["something-else"], properties={"x-opt-amq-bkr-id": "t"}
+        )
+        peer.expect_attach(**mirror).respond(offered_capabilities=["amq.mirror"], properties={"other": "t"})
+        peer.expect_attach(**mirror).respond(own_id)
+        peer.expect_attach(**mirror)
         b = mirror_broker(tmp_path / "b", peer)
         try:
-            for _ in range(5):
-                peer.wait_for_attach(timeout=10)
+            peer.wait_for_script_to_complete(timeout=50)
             wait_for_log(b, "AMQ111003")
             log = b.log()
             codes = ["AMQ119023", "AMQ119018", "AMQ119019", "AMQ119022"]

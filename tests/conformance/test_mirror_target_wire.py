@@ -37,7 +37,7 @@ from tests.conformance.wire_helpers import (
 from tests.peers.ports import wait_until
 from tests.support.broker import BrokerProcess
 from tests.support.client import receive
-from tests.support.scripted_peer import AttachAnswer, ScriptedClient
+from tests.support.peer import AttachAnswer, ScriptedClient
 
 MIRROR = f"{MIRROR_PREFIX}_x"
 ADD_ADDRESS, CREATE_QUEUE, DELETE_QUEUE = symbol("addAddress"), symbol("createQueue"), symbol("deleteQueue")

@@ -30,7 +30,7 @@ from tests.conformance.wire_helpers import (
 from tests.peers.ports import wait_until
 from tests.support.broker import BrokerProcess
 from tests.support.client import receive, send
-from tests.support.scripted_peer import Frame, LinkReply, ScriptedServer
+from tests.support.peer import Frame, LinkReply, ScriptedServer
 
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 WAYPOINT = symbol("qd.waypoint")

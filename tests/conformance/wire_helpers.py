@@ -17,7 +17,7 @@ from connections.cli import request
 from tests.peers.ports import wait_until
 from tests.support.broker import BrokerProcess
 from tests.support.client import Capabilities
-from tests.support.scripted_peer import TransferRecord, encode_value
+from tests.support.peer import TransferRecord, encode_value
 
 HEADER, DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS, PROPERTIES = 0x70, 0x71, 0x72, 0x73
 APPLICATION_PROPERTIES, DATA, AMQP_VALUE, FOOTER = 0x74, 0x75, 0x77, 0x78

@@ -11,7 +11,7 @@ from proton.utils import BlockingConnection
 
 from tests.support.broker import BrokerProcess
 from tests.support.client import receive
-from tests.support.scripted_peer import LinkReply, PeerClosed, ScriptedClient, ScriptedServer
+from tests.support.peer import LinkReply, PeerClosed, ScriptedClient, ScriptedServer
 
 ORDERS = '<address name="orders"><anycast><queue name="orders"/></anycast></address>'
 
@@ -151,3 +151,36 @@ def test_server_sends_to_a_remote_receiver() -> None:
         peer.records.wait(lambda: peer.records.dispositions, 5, "the receiver's disposition")
         [disposition] = peer.records.dispositions
         assert int(disposition["first"]) == delivery and disposition.state == "accepted"
+
+
+def test_expected_attaches_are_answered_in_order_then_the_default_reply() -> None:
+    with ScriptedServer() as peer, ScriptedClient(peer.port, timeout=5) as client:
+        peer.expect_attach(name="a", target="q1", desired_capabilities=["amq.mirror"]).respond(
+            offered_capabilities=["amq.mirror"]
+        )
+        peer.expect_attach(name="b", role=False).respond(refuse=True)
+        first = client.attach_sender("a", "q1", desired_capabilities=["amq.mirror"])
+        second = client.attach_sender("b", "q2")
+        peer.wait_for_script_to_complete(timeout=5)
+        assert first.attach is not None and first.flow is not None
+        assert list(first.attach["offered_capabilities"].elements) == ["amq.mirror"]
+        assert second.attach is not None and second.attach["target"] is None and second.detach is not None
+        third = client.attach_sender("c", "q3")  # the script is used up: the server's own reply
+        assert third.flow is not None and third.attach is not None
+        assert third.attach["offered_capabilities"] is None
+
+
+def test_a_mismatched_or_missing_attach_fails_the_script() -> None:
+    with ScriptedServer() as peer, ScriptedClient(peer.port, timeout=5) as client:
+        peer.expect_attach(target="expected")
+        client.attach_sender("s", "other")
+        with pytest.raises(AssertionError, match="target: expected 'expected', got 'other'"):
+            peer.wait_for_script_to_complete(timeout=5)
+    with ScriptedServer() as peer, ScriptedClient(peer.port, timeout=5) as client:
+        peer.expect_attach(name="s")
+        peer.expect_attach(name="never attached")
+        client.attach_sender("s", "q")
+        with pytest.raises(TimeoutError, match="1 of 2 expected attaches not answered"):
+            peer.wait_for_script_to_complete(timeout=0.5)
+    with ScriptedServer() as peer, pytest.raises(TypeError, match="not attach fields"):
+        peer.expect_attach(adress="typo")
