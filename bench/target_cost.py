@@ -54,7 +54,7 @@ READ = 256 * 1024
 class Source:
     """The client engine's handler: SASL ANONYMOUS, then nothing to do."""
 
-    def on_sasl_init(self, conn: Connection, mechanism: str, response: Any) -> None:
+    def on_sasl_mechanisms(self, conn: Connection, offered: list[str]) -> None:
         conn.sasl_init("ANONYMOUS", b"")
 
     def __getattr__(self, name: str) -> Any:

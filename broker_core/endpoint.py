@@ -143,6 +143,12 @@ class BrokerEndpoint:
     def on_sasl_response(self, conn: Connection, response: bytes) -> None:
         self.sasl.response(conn, response)
 
+    def on_sasl_mechanisms(self, conn: Connection, offered: list[str]) -> None:  # client side only
+        pass
+
+    def on_sasl_challenge(self, conn: Connection, challenge: bytes) -> None:  # client side only
+        pass
+
     def on_sasl_outcome(self, conn: Connection, code: int) -> None:  # client side only
         pass
 

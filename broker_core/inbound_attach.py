@@ -15,7 +15,7 @@ The endpoint answers with frames; this module only decides, checks permissions a
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from .amqp.performatives import Coordinator, Source, Target, symbols
 from .errors import InvalidField, NotFound, NotImplementedHere, ResourceLimitExceeded
@@ -36,9 +36,9 @@ class Subscription:
     """What a consumer's queue is to it: its lifetime follows the link's (VOLATILE, TEMPORARY), the
     terminus's durability (DURABLE), or neither (a plain queue: None)."""
 
-    DURABLE = "durable"
-    VOLATILE = "volatile"
-    TEMPORARY = "temporary"
+    DURABLE: Final = "durable"
+    VOLATILE: Final = "volatile"
+    TEMPORARY: Final = "temporary"
 
 
 class Termini:

@@ -42,7 +42,7 @@ class ServerSasl:
             )
             self.response(conn, response or b"")
             return
-        if mechanism == "ANONYMOUS" and "ANONYMOUS" in conn.sasl_mechanisms:
+        if mechanism == "ANONYMOUS" and "ANONYMOUS" in conn.sasl.mechanisms:
             conn.sasl_outcome(True, None)
             return
         if mechanism == "PLAIN":

@@ -210,9 +210,6 @@ class OutboundConnection:
     def mark_dirty(self) -> None:
         self.turn.mark_dirty(self)
 
-    def is_current(self, link: Link) -> bool:
-        return link.session.connection is self.conn
-
     def _write(self, conn: Connection) -> None:
         out = conn.take_output()
         if out and self.transport is not None and not self.transport.is_closing():
@@ -230,7 +227,12 @@ class OutboundConnection:
     # ------------------------------------------------------------------------ engine: SASL/open
 
     def on_sasl_init(self, conn: Connection, mechanism: str, response: bytes | None) -> None:
-        offered = [str(m) for m in _as_list(conn.sasl_offered)]
+        pass  # server side only
+
+    def on_sasl_response(self, conn: Connection, response: bytes) -> None:
+        pass  # server side only
+
+    def on_sasl_mechanisms(self, conn: Connection, offered: list[str]) -> None:
         user, password = self.config.user, self.config.password
         if user and password:
             for mech in ("SCRAM-SHA-512", "SCRAM-SHA-256"):
@@ -248,7 +250,7 @@ class OutboundConnection:
             return
         raise ConnectError(f"no usable SASL mechanism among {offered} (user set: {bool(user)})")
 
-    def on_sasl_response(self, conn: Connection, challenge: bytes) -> None:
+    def on_sasl_challenge(self, conn: Connection, challenge: bytes) -> None:
         if self._scram is None:
             raise ConnectError("unexpected SASL challenge")
         try:
@@ -261,7 +263,7 @@ class OutboundConnection:
             raise ConnectError(f"authentication failed (SASL outcome {code}) as user {self.config.user}")
         if self._scram is not None:
             try:  # the server must prove it knows the credentials too
-                self._scram.verify(conn.sasl_additional or b"")
+                self._scram.verify(conn.sasl.additional or b"")
             except ScramError as exc:
                 raise ConnectError(f"the remote failed SCRAM server verification: {exc}") from exc
         self._scram = None
@@ -294,7 +296,8 @@ class OutboundConnection:
     def on_attach(self, link: Link, attach: Attach) -> None:
         policy = _policy_of(link)
         if policy is None:  # the remote opened a link we did not ask for
-            link.connection.detach(
+            assert self.conn is not None  # the attach just came on it
+            self.conn.detach(
                 link,
                 closed=True,
                 condition=errors.NOT_ALLOWED,

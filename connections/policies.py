@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from broker_core.amqp.connection import Link
+    from broker_core.amqp.connection import Connection, Link
     from broker_core.amqp.performatives import Attach
     from broker_core.queues import Queue
 
@@ -29,9 +29,10 @@ class LinkHost(Protocol):
         """Send `attach` on the connection's session; the link's context is `role`."""
         ...
 
-    def is_current(self, link: Link) -> bool:
-        """Whether `link` belongs to the connection as it is now (not to one lost since)."""
-        ...
+    @property
+    def conn(self) -> Connection | None:
+        """The AMQP connection as it is now (None while there is none); a link of a connection lost
+        since belongs to another object."""
 
     def mark_dirty(self) -> None:
         """Output is pending: write it at the end of this loop turn."""

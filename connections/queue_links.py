@@ -34,7 +34,7 @@ from filters.wildcard import matcher_for
 from .policies import LinkHost, LinkRole
 
 if TYPE_CHECKING:
-    from broker_core.amqp.connection import Link
+    from broker_core.amqp.connection import Connection, Link
     from broker_core.server import Server
 
 log = logging.getLogger("broker.connections")
@@ -48,10 +48,13 @@ WRITE_EVERY = 128  # deliveries
 class RemoteConsumer:
     """A local queue consumer whose deliveries go out on one of our sender links."""
 
-    __slots__ = ("host", "inflight", "link", "queue", "tag")
+    __slots__ = ("engine", "host", "inflight", "link", "queue", "tag")
 
     def __init__(self, host: LinkHost, link: Link, queue: Queue) -> None:
+        engine = host.conn
+        assert engine is not None, "a consumer is made when its link is answered"
         self.host = host
+        self.engine = engine  # the AMQP connection the link is on
         self.link = link
         self.queue = queue
         self.inflight: dict[int, MessageRef] = {}
@@ -62,7 +65,7 @@ class RemoteConsumer:
         return (
             link.credit > 0
             and link.session.remote_incoming_window > 0
-            and self.host.is_current(link)
+            and self.host.conn is self.engine
             and not link.closed_locally
         )
 
@@ -73,7 +76,7 @@ class RemoteConsumer:
         payload = self.payload(ref)
         self.tag += 1
         self.inflight[id(ref)] = ref
-        self.link.connection.send_delivery(self.link, self.tag.to_bytes(4, "big"), payload, False, ref)
+        self.engine.send_delivery(self.link, self.tag.to_bytes(4, "big"), payload, False, ref)
         if self.tag % WRITE_EVERY == 0:
             self.host.write_out()  # a long dispatch reaches the remote in slices, not at the end of the turn
         self.host.mark_dirty()
@@ -81,8 +84,8 @@ class RemoteConsumer:
     def kick(self, condition: str, description: str) -> None:
         """The local queue was deleted: stop consuming it and close the link."""
         self.give_back()
-        if not self.link.closed_locally and self.host.is_current(self.link):
-            self.link.connection.detach(self.link, closed=True, condition=condition, description=description)
+        if not self.link.closed_locally and self.host.conn is self.engine:
+            self.engine.detach(self.link, closed=True, condition=condition, description=description)
             self.host.mark_dirty()
 
     def give_back(self) -> None:
@@ -173,7 +176,7 @@ class QueueLinks:
             self.consumers[queue.name] = consumer
             queue.add_consumer(consumer)
         else:
-            link.connection.flow(link, credit=CREDIT_WINDOW)
+            _engine(conn).flow(link, credit=CREDIT_WINDOW)
             conn.mark_dirty()
 
     # ------------------------------------------------------------------------------- traffic
@@ -183,7 +186,7 @@ class QueueLinks:
         if link.is_sender and role.queue is not None and isinstance(role.state, RemoteConsumer):
             role.queue.dispatch(self.server.outcomes.is_expired)
             if link.drain and link.credit > 0 and not role.queue.messages:
-                link.connection.drain_complete(link)
+                _engine(conn).drain_complete(link)
                 conn.mark_dirty()
 
     def on_delivery(
@@ -192,7 +195,7 @@ class QueueLinks:
         role: LinkRole = link.context
         queue = role.queue
         assert queue is not None
-        session = link.session
+        session, engine = link.session, _engine(conn)  # the delivery came on the connection as it is now
         try:
             view = MessageView(payload)
             view.all_sections()
@@ -202,20 +205,19 @@ class QueueLinks:
             log.warning("receiver link %s: malformed message rejected: %s", link.name, exc)
             if not settled:
                 error = Error(condition=errors.DECODE_ERROR, description=str(exc)[:200])
-                link.connection.settle_incoming(session, delivery_id, delivery_id,
-                                                Rejected(error=error).encode_amqp())  # fmt: skip
+                engine.settle_incoming(session, delivery_id, delivery_id, Rejected(error=error).encode_amqp())
                 conn.mark_dirty()
             return
         if link.credit <= CREDIT_LOW:
-            link.connection.flow(link, credit=CREDIT_WINDOW)
+            engine.flow(link, credit=CREDIT_WINDOW)
         conn.mark_dirty()
         if settled:
             return
 
         def accept() -> None:
-            if conn.is_current(link) and not link.closed_locally:
+            if conn.conn is engine and not link.closed_locally:
                 session.incoming_unsettled.pop(delivery_id, None)
-                link.connection.settle_incoming(session, delivery_id, delivery_id, ACCEPTED_BYTES)
+                engine.settle_incoming(session, delivery_id, delivery_id, ACCEPTED_BYTES)
                 conn.mark_dirty()
 
         if msg is not None and msg.durable:
@@ -241,3 +243,10 @@ class QueueLinks:
             consumer.give_back()
         self.consumers.clear()
         self.links.clear()
+
+
+def _engine(host: LinkHost) -> Connection:
+    """The AMQP connection of a link event: it came on the connection as it is now."""
+    engine = host.conn
+    assert engine is not None
+    return engine

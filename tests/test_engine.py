@@ -24,14 +24,16 @@ class Recorder:
         self.sessions: list[Session] = []
         self.links: list[Link] = []
         self.closed = False
+        self.conn: Connection  # set once the connection it hears is made
 
     def on_sasl_init(self, conn: Connection, mechanism: str, response: bytes | None) -> None:
-        if conn.server:
-            conn.sasl_outcome(mechanism == "ANONYMOUS", None)
-        else:
-            conn.sasl_init("ANONYMOUS", b"")
+        conn.sasl_outcome(mechanism == "ANONYMOUS", None)
+
+    def on_sasl_mechanisms(self, conn: Connection, offered: list[str]) -> None:
+        conn.sasl_init("ANONYMOUS", b"")
 
     def on_sasl_response(self, conn: Connection, response: bytes) -> None: ...
+    def on_sasl_challenge(self, conn: Connection, challenge: bytes) -> None: ...
     def on_sasl_outcome(self, conn: Connection, code: int) -> None: ...
 
     def on_open(self, conn: Connection, open_: Any) -> None:
@@ -40,14 +42,14 @@ class Recorder:
     def on_begin(self, session: Session, begin: Any) -> None:
         if session.remote_channel is not None and not self.sessions:
             self.sessions.append(session)
-            if session.connection.server:
-                session.connection.begin(session)
+            if self.conn.server:
+                self.conn.begin(session)
 
     def on_attach(self, link: Link, attach: Attach) -> None:
         self.attaches.append(attach)
         self.links.append(link)
         if link.attach is None:
-            link.connection.attach(
+            self.conn.attach(
                 link.session,
                 Attach(
                     name=link.name,
@@ -58,7 +60,7 @@ class Recorder:
                 link,
             )
             if not link.is_sender:
-                link.connection.flow(link, credit=10)
+                self.conn.flow(link, credit=10)
 
     def on_flow(self, link: Link) -> None: ...
     def on_session_flow(self, session: Session) -> None: ...
@@ -95,6 +97,7 @@ def pair(max_frame: int = 131072) -> tuple[Connection, Recorder, Connection, Rec
     sh, ch = Recorder(), Recorder()
     server = Connection(sh, server=True, container_id="server", max_frame_size=max_frame)
     client = Connection(ch, server=False, container_id="client", max_frame_size=max_frame)
+    sh.conn, ch.conn = server, client
     client.start_client(sasl=True)
     pump(client, server)
     return client, ch, server, sh

@@ -359,7 +359,7 @@ class MemoryClient:
             self.transport.write(out)
 
     # engine handler
-    def on_sasl_init(self, conn: Connection, mechanism: str, response: bytes | None) -> None:
+    def on_sasl_mechanisms(self, conn: Connection, offered: list[str]) -> None:
         conn.sasl_init("ANONYMOUS", b"")
 
     def on_open(self, conn: Connection, open_: Any) -> None:
