@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from proton import Message
+from proton import ConnectionException, Message
 
 from tests.support.broker import BrokerProcess
 from tests.support.client import connect, receive
@@ -43,6 +43,7 @@ def test_random_sigkill_cycles_keep_exactly_the_acknowledged_state(tmp_path: Pat
         broker.start()
         killer = threading.Timer(rng.uniform(0.3, 1.5), broker.kill)
         killer.start()
+        cut_off = False  # the loop below only ends by an exception
         try:
             with connect(broker.url, timeout=5) as conn:
                 sender = conn.create_sender("work")
@@ -65,9 +66,10 @@ def test_random_sigkill_cycles_keep_exactly_the_acknowledged_state(tmp_path: Pat
                     for mid in taken:
                         in_doubt_ack.discard(mid)
                         present.discard(mid)
-        except Exception:
-            pass  # the kill cut us off mid-operation
+        except ConnectionException:  # the kill; a Timeout or a refused send is a failure, not "in doubt"
+            cut_off = True
         killer.join()
+        assert cut_off, "the kill should have cut the client off mid-operation"
         broker.kill()
         # Settle the in-doubt set against what the broker recovered.
         broker.start()

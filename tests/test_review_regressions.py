@@ -103,6 +103,10 @@ def test_store_and_forward_events_never_expire(tmp_path: Path) -> None:
         # have expired the store-and-forward one in the same pass.
         wait_until(lambda: depth(b, "ExpiryQueue") >= 1, 10, "the client queue's copy to expire")
         assert depth(b, "ExpiryQueue") == 1, "the store-and-forward reference expired as well"
-        assert status(b)["sources"][0]["pendingEvents"] >= 1
+        # queued: addAddress and createQueue for orders, DLA and ExpiryQueue, the message, its EXPIRED postAck
+        wait_until(
+            lambda: status(b)["sources"][0]["eventsQueued"] == 8, 5, "the expiry's postAck to be queued"
+        )
+        assert status(b)["sources"][0]["pendingEvents"] == 8, "an event left the queue with the target down"
     finally:
         b.stop()

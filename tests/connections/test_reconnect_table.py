@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from connections.reconnect import Event, Reconnect, State
+from connections.reconnect import Action, Event, Reconnect, State
 
 
 def machine(attempts: int = -1, hosts: int = 3) -> Reconnect:
@@ -65,12 +65,26 @@ def test_stop_from_any_state_stops_and_start_restarts_counting() -> None:
         assert m.handle(Event.START).connect == 0 and m.counter == 0
 
 
+# The table of connections/reconnect.py for a machine that may still retry (counter 0 of 3 attempts);
+# every pair not listed leaves the state as it was (and does nothing), STOP stops from anywhere.
+NEXT_STATE = {
+    (State.STOPPED, Event.START): State.CONNECTING,
+    (State.CONNECTING, Event.CONNECTED): State.CONNECTED,
+    (State.CONNECTING, Event.FAILED): State.WAITING,
+    (State.CONNECTED, Event.LOST): State.WAITING,
+    (State.WAITING, Event.RETRY_DUE): State.CONNECTING,
+    **{(s, Event.STOP): State.STOPPED for s in State},
+}
+
+
 @pytest.mark.parametrize(("state", "event"), list(itertools.product(State, Event)))
 def test_every_state_event_pair_is_defined_and_lands_in_a_state(state: State, event: Event) -> None:
     m = machine(attempts=3)
     m.state = state
     action = m.handle(event)
-    assert m.state in State
+    assert m.state is NEXT_STATE.get((state, event), state)
+    if (state, event) not in NEXT_STATE:
+        assert action == Action(), "an event that makes no sense in a state must do nothing"
     if event is Event.STOP:
         assert m.state is State.STOPPED
     if action.connect is not None:

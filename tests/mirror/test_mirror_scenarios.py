@@ -5,8 +5,11 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
+from proton import ConnectionException, Delivery, Message, Timeout
+
 from broker_core.journal import iter_records
-from broker_core.journal.records import MessageAcked, MessagesAcked, QueueAdded
+from broker_core.journal.records import MessageAcked, MessageAdded, MessagesAcked, QueueAdded
 from connections.cli import request
 from tests.mirror.test_dual_mirror import QUEUES, depth, status
 from tests.peers.ports import free_port, wait_until
@@ -61,13 +64,18 @@ def test_target_down_under_load_then_catch_up_exactly(tmp_path: Path) -> None:
         dc2.kill()
         t.join(60)
         assert done.is_set()
+        # once DC1 has seen the link go (it retries), no Accepted can still arrive: the backlog is fixed
+        wait_until(lambda: "AMQ111002" in dc1.log(), 20, "DC1 to notice that DC2 is gone")
         held = status(dc1)["sources"][0]
         assert held["pendingEvents"] > 0, "the outage should leave events waiting on DC1"
         assert held["pendingBytes"] >= held["pendingEvents"] * len("m0"), held
         dc1.stop()  # the source restarts during the outage: its backlog and its figures come back
         dc1.start()
-        again = status(dc1)["sources"][0]  # plus the restart's announcements of addresses and queues
-        assert again["pendingEvents"] >= held["pendingEvents"]
+        recovered = f"queue $ACTIVEMQ_ARTEMIS_MIRROR_DC2 holds {held['pendingEvents']} events"
+        assert recovered in dc1.log(), "the backlog did not come back whole at the restart"
+        again = status(dc1)["sources"][0]
+        # plus the restart's announcements: addAddress and createQueue for orders, DLA and ExpiryQueue
+        assert again["pendingEvents"] == held["pendingEvents"] + 2 * 3
         assert again["pendingBytes"] > held["pendingBytes"]
         dc2.start()
         wait_until(lambda: drained(dc1), 30, "DC1's store-and-forward queue to drain")
@@ -99,10 +107,14 @@ def test_accepted_events_leave_the_queue_in_runs_and_stay_gone_after_a_restart(t
         runs = [r for _, r in journal if isinstance(r, MessagesAcked) and r.queue_id == snf]
         assert not [r for _, r in journal if isinstance(r, MessageAcked) and r.queue_id == snf]
         acked = [mid for r in runs for mid in r.message_ids]
-        assert len(acked) == len(set(acked)) >= 600, "every event (600 messages and the announcements) once"
+        events = [r for _, r in journal if isinstance(r, MessageAdded) and snf in r.queue_ids]
+        assert len([r for r in events if r.address == "orders"]) == 600, "each send is one event"
+        assert sorted(acked) == sorted(r.message_id for r in events), "every event acked exactly once"
         assert len(runs) < len(acked), "the target's dispositions cover several events each"
         dc1.start()  # the target still down: nothing can leave the queue but what recovery left in it
-        assert status(dc1)["sources"][0]["pendingEvents"] < 20, "accepted events came back at the restart"
+        assert "queue $ACTIVEMQ_ARTEMIS_MIRROR_DC2 holds 0 events" in dc1.log()
+        # only this start's announcements: addAddress and createQueue for orders, DLA and ExpiryQueue
+        assert status(dc1)["sources"][0]["pendingEvents"] == 2 * 3, "accepted events came back at the restart"
     finally:
         dc1.stop()
         dc2.stop()
@@ -117,17 +129,17 @@ def test_source_sigkilled_mid_stream_loses_and_duplicates_nothing(tmp_path: Path
         wait_until(lambda: "AMQ111003" in dc1.log(), 20, "the mirror to connect")
         killer = threading.Timer(0.8, dc1.kill)
         killer.start()
+        cut_off: ConnectionException | None = None
         try:
             with connect(dc1.url, timeout=5) as conn:
                 sender = conn.create_sender("orders")
-                from proton import Message
-
                 for i in range(100000):
                     sender.send(Message(body=f"m{i}", durable=True))
                     accepted.append(f"m{i}")
-        except Exception:
-            pass
+        except ConnectionException as exc:  # the kill; a Timeout or a refused send would be a failure
+            cut_off = exc
         killer.join()
+        assert cut_off is not None, "the kill should have cut the sender off mid-stream"
         assert len(accepted) > 10
         dc1.start()
         wait_until(lambda: drained(dc1), 30, "the restarted source to drain its store-and-forward queue")
@@ -205,30 +217,66 @@ def test_fan_out_and_chain_never_duplicate(tmp_path: Path) -> None:
             x.stop()
 
 
-def test_sync_mirror_confirms_sends_only_after_the_target_accepted(tmp_path: Path) -> None:
+def test_multicast_ack_removes_the_copy_of_that_subscription_only(tmp_path: Path) -> None:
+    """A multicast address with two subscription queues on both sides: consuming from one subscription on
+    DC1 removes those messages from the same subscription on DC2 and nowhere else (the postAck names its
+    queue)."""
+    subscriptions = '<queue name="news.a"/><queue name="news.b"/>'
+    news = f'<address name="news"><multicast>{subscriptions}</multicast></address>'
     p1, p2 = free_port(), free_port()
-    dc2 = broker(tmp_path, "dc2", p2).start()
-    dc1 = broker(tmp_path, "dc1", p1, ("DC2", p2, 'sync="true"')).start()
+    dc1 = broker(tmp_path, "dc1", p1, ("DC2", p2, ""), addresses=QUEUES + news).start()
+    dc2 = broker(tmp_path, "dc2", p2, ("DC1", p1, ""), addresses=QUEUES + news).start()
     try:
-        wait_until(lambda: "AMQ111003" in dc1.log(), 20, "the mirror to connect")
-        send(dc1.url, "orders", ["s1", "s2", "s3"])
-        # each send returned only after DC2 accepted it, so DC2 already holds all three
-        assert depth(dc2, "orders") == 3
-        dc2.kill()
-        with connect(dc1.url, timeout=2) as conn:
-            sender = conn.create_sender("orders")
-            from proton import Message
-            from proton.utils import SendException
-
-            try:
-                sender.send(Message(body="blocked", durable=True), timeout=1.5)
-                raise AssertionError("a sync send was confirmed while the target was down")
-            except (SendException, Exception) as exc:  # proton raises Timeout
-                assert "blocked" not in str(exc)
-        dc2.start()
-        wait_until(lambda: depth(dc2, "orders") == 4, 20, "the held send to reach DC2 after it returned")
+        wait_until(lambda: all("AMQ111003" in b.log() for b in (dc1, dc2)), 20, "both mirrors to connect")
+        send(dc1.url, "news", ["n0", "n1", "n2"])
+        wait_until(lambda: depth(dc2, "news.a") == 3 and depth(dc2, "news.b") == 3, 10, "both copies on DC2")
+        assert [m.body for m in receive(dc1.url, "news::news.a", 2)] == ["n0", "n1"]
+        wait_until(lambda: depth(dc2, "news.a") == 1, 10, "the acks of news.a to reach DC2")
+        wait_until(lambda: drained(dc1, dc2), 10, "both mirrors to drain")
+        assert bodies(dc2, "news::news.a") == ["n2"]
+        assert bodies(dc2, "news::news.b") == ["n0", "n1", "n2"], "an ack of news.a removed news.b's copy"
+        assert bodies(dc1, "news::news.b") == ["n0", "n1", "n2"]
+        assert depth(dc1, "news.a") == 1
     finally:
         dc1.stop()
+        dc2.stop()
+
+
+def test_sync_mirror_confirms_sends_only_after_the_target_accepted(tmp_path: Path) -> None:
+    """DC1 mirrors with sync="true", DC3 without, both to DC2: with DC2 down, DC3 confirms a durable send
+    at once, DC1 holds its outcome until DC2 is back and has the message."""
+    p1, p2, p3 = free_port(), free_port(), free_port()
+    dc2 = broker(tmp_path, "dc2", p2).start()
+    dc1 = broker(tmp_path, "dc1", p1, ("DC2", p2, 'sync="true"')).start()
+    dc3 = broker(tmp_path, "dc3", p3, ("DC2", p2, 'sync="false"')).start()
+    try:
+        wait_until(lambda: all("AMQ111003" in b.log() for b in (dc1, dc3)), 20, "both mirrors to connect")
+        send(dc1.url, "orders", ["s1"])
+        # the send returned only after DC2 accepted the event, so DC2 already holds it
+        assert depth(dc2, "orders") == 1
+        dc2.kill()
+        with connect(dc1.url) as conn:
+            held = conn.create_sender("orders").link.send(Message(body="held", durable=True))
+            # DC3's mirror is not sync: its durable send is Accepted while the same target is down
+            with connect(dc3.url) as conn3:
+                unsynced = Message(body="unsynced", durable=True)
+                delivery = conn3.create_sender("orders").send(unsynced, timeout=10)
+                assert delivery.remote_state == Delivery.ACCEPTED
+            # 2 s is hundreds of times what a durable send takes here (DC3's just now): only the sync
+            # mirror can keep DC1's outcome back that long
+            with pytest.raises(Timeout):
+                conn.wait(lambda: held.settled, timeout=2, msg="DC1 to settle the sync send")
+            assert held.remote_state not in (Delivery.ACCEPTED, Delivery.REJECTED, Delivery.RELEASED)
+            dc2.start()
+            conn.wait(lambda: held.settled, timeout=30, msg="DC1 to settle the sync send after DC2 returned")
+            assert held.remote_state == Delivery.ACCEPTED
+            # confirmed only once DC2 had it: DC2 holds it now, without waiting
+            assert "held" in bodies(dc2)
+        wait_until(lambda: drained(dc1, dc3), 20, "both mirrors to drain")
+        assert bodies(dc2) == ["held", "s1", "unsynced"]
+    finally:
+        dc1.stop()
+        dc3.stop()
         dc2.stop()
 
 

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from proton import Data, Message, symbol
+from proton import Data, Message, Timeout, symbol
 from proton.reactor import LinkOption
 from proton.utils import BlockingConnection, BlockingReceiver, BlockingSender
 
@@ -65,6 +65,9 @@ def receive(
 
     accept: True accepts each, False releases each, None leaves them unsettled (they return to the
     queue when the connection closes: a way to look without consuming).
+
+    Only proton's `Timeout` ends the loop quietly: a detached link or a lost connection raises, so
+    that "no message" (an empty or short list) always means the link was up and nothing came.
     """
     out: list[Message] = []
     with connect(url, user, password) as conn:
@@ -72,7 +75,7 @@ def receive(
         while len(out) < count:
             try:
                 msg = receiver.receive(timeout=timeout)
-            except Exception:  # proton raises Timeout
+            except Timeout:
                 break
             out.append(msg)
             try:
