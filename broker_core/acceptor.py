@@ -10,6 +10,7 @@ import asyncio
 import logging
 import ssl
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,19 +26,29 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 HIGH_WATER = 4 * 1024 * 1024
+TICK = 1.0  # seconds between ticks when no connection needs one sooner
+MIN_TICK = 0.01  # never busier than this, whatever a peer asks for
 
 
 class AmqpSocket(asyncio.Protocol):
     """One accepted TCP (or TLS) connection."""
 
     def __init__(
-        self, server: Server, acceptor: Acceptor, services: Services, turn: Turn, registry: set[AmqpSocket]
+        self,
+        server: Server,
+        acceptor: Acceptor,
+        services: Services,
+        turn: Turn,
+        registry: set[AmqpSocket],
+        wake_by: Callable[[float], None] = lambda when: None,
     ) -> None:
         self.server = server
         self.acceptor = acceptor
         self.services = services
         self.turn = turn
         self.registry = registry
+        self.wake_by = wake_by  # the listener's timer: tick again no later than this (monotonic) time
+        self.timed = False  # this connection's own timers (heartbeats, idle timeout) were announced
         self.transport: asyncio.Transport | None = None
         self.endpoint: BrokerEndpoint | None = None
 
@@ -73,6 +84,11 @@ class AmqpSocket(asyncio.Protocol):
             conn.fail(errors.INTERNAL_ERROR, f"internal error: {type(exc).__name__}")
         if conn.error is not None and conn.closed:
             log.warning("connection %s closed: %s: %s", ep.name, conn.error.condition, conn.error.description)
+        if not self.timed and conn.opened:  # its open set the heartbeat and idle-timeout deadlines
+            self.timed = True
+            deadline = conn.tick(time.monotonic())
+            if deadline is not None:
+                self.wake_by(deadline)
         self.turn.mark_dirty(self)
         self.turn.after_read()
 
@@ -113,12 +129,15 @@ class AmqpSocket(asyncio.Protocol):
             t.close()
             ep.connection_lost()
 
-    def tick(self, now: float) -> None:
+    def tick(self, now: float) -> float | None:
+        """Heartbeats and timeouts due now; returns when this connection needs the next tick."""
         ep = self.endpoint
-        if ep is not None and not ep.conn.closed:
-            ep.conn.tick(now)
-            if ep.conn.has_output() or ep.conn.closed:
-                self.turn.mark_dirty(self)
+        if ep is None or ep.conn.closed:
+            return None
+        deadline = ep.conn.tick(now)
+        if ep.conn.has_output() or ep.conn.closed:
+            self.turn.mark_dirty(self)
+        return deadline
 
     def close(self, condition: str, description: str) -> None:
         ep = self.endpoint
@@ -165,6 +184,7 @@ class Listener:
         self.servers: list[Any] = []  # asyncio's or uvloop's Server (whose `sockets` is a list, not a tuple)
         self.bound: dict[str, tuple[str, int]] = {}
         self._timer: asyncio.TimerHandle | None = None
+        self._next_tick = 0.0  # monotonic time the timer fires at
         self._last_expiry_scan = time.monotonic()
 
     async def start(self) -> None:
@@ -172,7 +192,7 @@ class Listener:
             ctx = ssl_context(a)
 
             def factory(a: Acceptor = a) -> AmqpSocket:
-                return AmqpSocket(self.server, a, self.services, self.turn, self.sockets)
+                return AmqpSocket(self.server, a, self.services, self.turn, self.sockets, self._wake_by)
 
             srv: Any = await self.loop.create_server(
                 factory, a.host, a.port, ssl=ctx, reuse_address=True, backlog=512
@@ -181,14 +201,19 @@ class Listener:
             host, port = srv.sockets[0].getsockname()[:2]
             self.bound[a.name] = (host, port)
             log.info("acceptor %s listening on %s:%d%s", a.name, host, port, " (TLS)" if ctx else "")
-        self._timer = self.loop.call_later(1.0, self._tick)
+        self._tick()
 
     def _tick(self) -> None:
+        """Heartbeats, idle timeouts and expiry scans; then the next tick, at the earliest deadline a
+        connection asked for (a peer's idle-time-out can be well under a second) and within a second."""
         period = self.server.config.message_expiry_scan_period / 1000.0
+        now = time.monotonic()
+        next_at = now + (min(TICK, period) if period > 0 else TICK)
         try:
-            now = time.monotonic()
             for s in list(self.sockets):
-                s.tick(now)
+                deadline = s.tick(now)
+                if deadline is not None:
+                    next_at = min(next_at, deadline)
             if period > 0 and now - self._last_expiry_scan >= period:
                 self._last_expiry_scan = now
                 n = self.server.outcomes.expire_scan()
@@ -197,7 +222,18 @@ class Listener:
         except Exception:
             log.exception("periodic broker work failed")  # heartbeats and timeouts must keep running
         finally:
-            self._timer = self.loop.call_later(min(1.0, period) if period > 0 else 1.0, self._tick)
+            self._schedule(max(next_at, now + MIN_TICK))
+
+    def _schedule(self, at: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._next_tick = at
+        self._timer = self.loop.call_later(max(0.0, at - time.monotonic()), self._tick)
+
+    def _wake_by(self, when: float) -> None:
+        """A connection needs a tick by `when`: bring the timer forward if it would fire later."""
+        if self._timer is not None and when < self._next_tick:
+            self._schedule(when)
 
     def stop_accepting(self) -> None:
         for srv in self.servers:

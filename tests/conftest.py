@@ -1,7 +1,15 @@
-"""Shared fixtures: real foreign peers (RabbitMQ, the Proton C broker, rhea) for integration tests.
+"""Shared fixtures (real foreign peers: RabbitMQ, the Proton C broker, rhea), and each test's tier.
 
 A missing peer is a skip on a developer machine but a failure in CI (``CI=true``), so CI can never go
 green by silently skipping the interoperability tests.
+
+Tiers, like the architecture (`pytest -m pure` gives feedback in seconds):
+- pure: no socket, no process: pure rules, the engine, the journal, brokers joined in memory;
+- adapter: our broker process against a scripted AMQP peer that speaks frames byte by byte;
+- integration: our brokers as processes, with real clients;
+- peers: with RabbitMQ, the Proton C broker or rhea;
+- spark: the DR job on a real Spark.
+Every test file has its tier in TIERS below (a new file without one fails the collection).
 """
 
 from __future__ import annotations
@@ -72,3 +80,61 @@ def _no_broker_left_running() -> Iterator[None]:
     yield
     for broker in list(RUNNING - before):
         broker.kill()
+
+
+TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest match wins
+    "config/": "pure",
+    "filters/": "pure",
+    "security/": "pure",
+    "journal/": "pure",
+    "journal/test_journal_crash.py": "integration",
+    "connections/test_reconnect_table.py": "pure",
+    "connections/test_reconnect_live.py": "integration",
+    "connections/test_bridge_foreign.py": "peers",
+    "failover/": "pure",
+    "failover/test_failover_integration.py": "integration",
+    "mirror/test_wire.py": "pure",
+    "mirror/test_fast_paths.py": "pure",
+    "mirror/test_rules.py": "pure",
+    "mirror/test_scripted_peer.py": "adapter",
+    "mirror/": "integration",
+    "conformance/": "adapter",
+    "spark_dr/": "spark",
+    "test_layers.py": "pure",
+    "test_engine.py": "pure",
+    "test_queues.py": "pure",
+    "test_batching.py": "pure",
+    "test_persistence.py": "pure",
+    "test_bad_input.py": "adapter",
+    "test_security.py": "adapter",
+    "test_tls.py": "adapter",
+    "test_review_regressions.py": "adapter",
+    "test_broker_semantics.py": "integration",
+    "test_cli.py": "integration",
+    "test_compiled.py": "integration",
+    "test_crash_recovery.py": "integration",
+    "test_demo.py": "integration",
+    "test_fuzz_frames.py": "integration",
+    "test_two_servers_one_process.py": "integration",
+    "test_interop_rhea.py": "peers",
+    "test_peers_smoke.py": "peers",
+}
+
+
+def tier_of(relative: str) -> str | None:
+    best = max(
+        (p for p in TIERS if relative == p or (p.endswith("/") and relative.startswith(p))),
+        key=len,
+        default=None,
+    )
+    return TIERS[best] if best is not None else None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tests_dir = Path(__file__).resolve().parent
+    for item in items:
+        relative = item.path.resolve().relative_to(tests_dir).as_posix()
+        tier = tier_of(relative)
+        if tier is None:
+            raise pytest.UsageError(f"tests/{relative} has no tier: add it to TIERS in tests/conftest.py")
+        item.add_marker(getattr(pytest.mark, tier))

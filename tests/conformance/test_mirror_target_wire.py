@@ -142,7 +142,7 @@ def test_answer_offers_only_amq_mirror_and_our_broker_id(target: BrokerProcess) 
     assert source_terminus is not None and source_terminus["address"] == MIRROR
     assert type(attach["rcv_settle_mode"]) is ubyte and int(attach["rcv_settle_mode"]) == 0  # first
     # Artemis grants amqpCredits (1000 by default, spec §1.3); we grant max(amqpCredits, 5000) on a
-    # mirror link on purpose (broker_core/protocol.py MIRROR_CREDIT_WINDOW): a source may send more
+    # mirror link on purpose (mirror/inbound.py MIRROR_CREDIT_WINDOW): a source may send more
     assert answer.flow is not None and int(answer.flow["link_credit"]) == MIRROR_WINDOW
 
 
