@@ -40,6 +40,7 @@ BROKER_XML = """<?xml version="1.0"?>
     <journal-directory>{home}/journal</journal-directory>
     <acceptors><acceptor name="amqp">tcp://127.0.0.1:{port}?protocols=AMQP</acceptor></acceptors>
     <broker-connections>{connections}</broker-connections>
+    <address-settings>{settings}</address-settings>
     <addresses>{addresses}</addresses>
   </core>
 </configuration>
@@ -150,6 +151,9 @@ class MemoryTransport:
     def close(self) -> None:
         if not self.closing:
             self.closing = True
+            self.inbox.clear()  # what was in flight on a cut connection is lost with it
+            if self.peer is not None:
+                self.peer.inbox.clear()
             self.network.to_lose.append(self)
             if self.peer is not None and not self.peer.closing:
                 self.peer.closing = True
@@ -159,6 +163,8 @@ class MemoryTransport:
 
     def deliver(self) -> bool:
         moved = False
+        if self.name in self.network.held:
+            return False
         while self.inbox and not self.lost:
             self.protocol.data_received(self.inbox.popleft())
             moved = True
@@ -177,6 +183,7 @@ class Network:
         self.transports: list[MemoryTransport] = []
         self.to_lose: list[MemoryTransport] = []
         self.down: set[int] = set()
+        self.held: set[str] = set()  # brokers whose outgoing bytes wait (see hold_from)
         self._ports = itertools.count(10001)
         self._assigned: dict[str, int] = {}
 
@@ -190,6 +197,7 @@ class Network:
         mirror: str = "<mirror/>",
         persistence: bool = False,
         addresses: str = '<address name="orders"><anycast><queue name="orders"/></anycast></address>',
+        settings: str = "",
         port: int | None = None,
     ) -> Broker:
         """A broker; `mirror_to` names the broker its `<mirror>` connection (named after it) goes to."""
@@ -208,6 +216,7 @@ class Network:
             port=port,
             connections=connections,
             addresses=addresses,
+            settings=settings,
         )
         (home / "broker.xml").write_text(xml)
         config, _ = load_config(home / "broker.xml")
@@ -281,6 +290,14 @@ class Network:
         sock.connection_made(server)
         client.protocol.connection_made(client)
         return client, client.protocol
+
+    def hold_from(self, name: str) -> None:
+        """Bytes broker `name` writes to the connections made to it wait (e.g. its Accepted), until
+        `release_from` or a cut, which loses them."""
+        self.held.add(f"to-{name}")
+
+    def release_from(self, name: str) -> None:
+        self.held.discard(f"to-{name}")
 
     def cut(self, name: str) -> None:
         """Cut every socket into broker `name` (a network partition of its listener), keeping it up."""
