@@ -48,12 +48,20 @@ CATEGORIES = (
     ("engine: performatives/framing", "broker_core/amqp/performatives.py"),
     ("engine: performatives/framing", "broker_core/amqp/framing.py"),
     ("engine: connection state machine", "broker_core/amqp/connection.py"),
-    ("broker: endpoint (per link/delivery)", "broker_core/protocol.py"),
+    ("engine: connection state machine", "broker_core/amqp/sessions.py"),
+    ("engine: connection state machine", "broker_core/amqp/endpoints.py"),
+    ("engine: connection state machine", "broker_core/amqp/transfers.py"),
+    ("broker: endpoint (per link/delivery)", "broker_core/endpoint.py"),
+    ("broker: endpoint (per link/delivery)", "broker_core/inbound_links.py"),
+    ("broker: routing, queues, message view", "broker_core/routing.py"),
+    ("broker: routing, queues, message view", "broker_core/outcomes.py"),
+    ("broker: routing, queues, message view", "broker_core/persistence.py"),
     ("broker: routing, queues, message view", "broker_core/server.py"),
     ("broker: routing, queues, message view", "broker_core/queues.py"),
     ("broker: routing, queues, message view", "broker_core/message.py"),
     ("socket glue + transport.write", "broker_core/acceptor.py"),
-    ("event loop (uvloop C: poll, recv, dispatch)", "runtime.py"),
+    ("socket glue + transport.write", "broker_core/turn.py"),
+    ("event loop (uvloop C: poll, recv, dispatch)", "amqp_mirror/runtime.py"),
 )
 
 
