@@ -33,6 +33,8 @@ log = logging.getLogger("broker.connections")
 
 PRODUCT = "amqp-mirror"
 VERSION = "0.1.0"
+# Artemis's open property naming a broker connection and its node to the remote broker
+BROKER_CONNECTION_INFO = Symbol("broker-connection-info")
 
 
 class OutboundConnection:
@@ -90,7 +92,7 @@ class OutboundConnection:
 
     def _do(self, action: Action) -> None:
         if action.log:
-            log.log(logging.getLevelName(action.log_level or "INFO"), "%s", action.log)
+            log.log(action.log_level, "%s", action.log)
         if action.close:
             self._teardown()
         if action.schedule_retry:
@@ -158,7 +160,7 @@ class OutboundConnection:
         props = {
             Symbol("product"): PRODUCT,
             Symbol("version"): VERSION,
-            Symbol("broker-connection-info"): {"connectionName": self.name, "nodeId": self.server.node_id},
+            BROKER_CONNECTION_INFO: {"connectionName": self.name, "nodeId": self.server.node_id},
         }
         self.conn = Connection(
             self,

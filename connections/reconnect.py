@@ -18,6 +18,7 @@ lost starts counting again from zero. Pure: no clock, no I/O; the caller execute
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from enum import Enum
 
@@ -45,7 +46,7 @@ class Action:
     connect: int | None = None
     schedule_retry: bool = False
     close: bool = False
-    log_level: str | None = None
+    log_level: int = logging.INFO
     log: str | None = None
 
 
@@ -72,7 +73,7 @@ class Reconnect:
             self.state = State.STOPPED
             self.gave_up = True
             return Action(
-                log_level="WARNING",
+                log_level=logging.WARNING,
                 log=f"AMQ111001: Could not re-establish AMQP Server Connection {self.name} on "
                 f"{self._endpoint()} after {self.counter} retries",
             )
@@ -82,7 +83,7 @@ class Reconnect:
         limit = self.attempts if self.attempts >= 0 else "unlimited"
         return Action(
             schedule_retry=True,
-            log_level="INFO",
+            log_level=logging.INFO,
             log=f"AMQ111002: Retrying Server AMQP Connection {self.name} on {self._endpoint()} "
             f"retry {self.counter} of {limit}",
         )
@@ -104,7 +105,7 @@ class Reconnect:
             retries, self.counter = self.counter, 0
             self.state = State.CONNECTED
             return Action(
-                log_level="INFO",
+                log_level=logging.INFO,
                 log=f"AMQ111003: Connected on Server AMQP Connection {self.name} on {self._endpoint()} "
                 f"after {retries} retries",
             )

@@ -214,7 +214,7 @@ class MirrorSource(Observer):
             or self._excluded(address.name)
         ):
             return
-        self._event(wire.add_address(_address_info(address)), cause)
+        self._event(wire.add_address_event(_address_info(address)), cause)
 
     def address_removed(self, address: Address, cause: Cause | None) -> None:
         if (
@@ -225,7 +225,7 @@ class MirrorSource(Observer):
             or self._excluded(address.name)
         ):
             return
-        self._event(wire.delete_address(_address_info(address)), cause)
+        self._event(wire.delete_address_event(_address_info(address)), cause)
 
     def queue_added(self, queue: Queue, cause: Cause | None) -> None:
         if (
@@ -235,7 +235,7 @@ class MirrorSource(Observer):
             or self._excluded(queue.address)
         ):
             return
-        self._event(wire.create_queue(_queue_config(queue)), cause)
+        self._event(wire.create_queue_event(_queue_config(queue)), cause)
 
     def queue_removed(self, queue: Queue, cause: Cause | None) -> None:
         if (
@@ -245,7 +245,7 @@ class MirrorSource(Observer):
             or self._excluded(queue.address)
         ):
             return
-        self._event(wire.delete_queue(queue.address, queue.name), cause)
+        self._event(wire.delete_queue_event(queue.address, queue.name), cause)
 
     def queues_to_join(self, message: StoredMessage, queues: list[Queue], cause: Cause | None) -> list[Queue]:
         """The store-and-forward queue joins a routed message: the same stored message, the same record."""
@@ -285,7 +285,7 @@ class MirrorSource(Observer):
         key = (q.address, q.name, msg.origin_broker_id, reason)
         prefix = self._post_ack_prefixes.get(key)
         if prefix is None:  # everything but the id is the same for every ack on this queue: encode it once
-            sample = wire.post_ack(q.address, q.name, 0, msg.origin_broker_id, reason)
+            sample = wire.post_ack_event(q.address, q.name, 0, msg.origin_broker_id, reason)
             prefix = sample[: -len(_LONG_ZERO)]
             if len(self._post_ack_prefixes) > 10000:
                 self._post_ack_prefixes.clear()

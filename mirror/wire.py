@@ -51,9 +51,7 @@ INTERNAL_DESTINATION = Symbol("x-opt-amq-mr-dst")
 TARGET_QUEUES = Symbol("x-opt-amq-mr-trg-q")
 
 MIRROR_CAPABILITY = Symbol("amq.mirror")
-QPID_DISPATCH_WAYPOINT_CAPABILITY = Symbol("qd.waypoint")
 CORE_MESSAGE_TUNNELING_SUPPORT = Symbol("AMQ_CORE_MESSAGE_TUNNELING")
-BROKER_CONNECTION_INFO = Symbol("broker-connection-info")
 
 ADD_ADDRESS = Symbol("addAddress")
 DELETE_ADDRESS = Symbol("deleteAddress")
@@ -81,11 +79,6 @@ def ack_reason_from_wire(value: object) -> int:
 def snf_name(connection_name: str) -> str:
     """The store-and-forward address and queue of a mirror broker connection."""
     return f"{MIRROR_ADDRESS_PREFIX}_{connection_name}"
-
-
-def is_mirror_address(address: str | None) -> bool:
-    """Artemis treats any link whose target address has the mirror prefix as a mirror link."""
-    return address is not None and address.startswith(MIRROR_ADDRESS_PREFIX)
 
 
 # ------------------------------------------------------------------------------------ control events
@@ -120,26 +113,26 @@ def encode_control_event(
     return out
 
 
-def add_address(info: AddressInfo) -> bytes:
+def add_address_event(info: AddressInfo) -> bytes:
     return encode_control_event(ADD_ADDRESS, address=info.name, body=info.to_json())
 
 
-def delete_address(info: AddressInfo) -> bytes:
+def delete_address_event(info: AddressInfo) -> bytes:
     return encode_control_event(DELETE_ADDRESS, address=info.name, body=info.to_json())
 
 
-def create_queue(config: QueueConfiguration) -> bytes:
+def create_queue_event(config: QueueConfiguration) -> bytes:
     return encode_control_event(
         CREATE_QUEUE, address=config.effective_address, queue=config.name, body=config.to_json()
     )
 
 
-def delete_queue(address: str, queue: str) -> bytes:
+def delete_queue_event(address: str, queue: str) -> bytes:
     # Artemis sends the queue name as the body too; its target never reads it.
     return encode_control_event(DELETE_QUEUE, address=address, queue=queue, body=queue)
 
 
-def post_ack(
+def post_ack_event(
     address: str,
     queue: str,
     message_id: int,
@@ -261,7 +254,9 @@ def encode_replicated(
 ) -> bytes:
     """The stored message with its delivery annotations replaced by the mirror's (right after the header).
 
-    Raises `DecodeError` when `payload` does not start with an AMQP section.
+    The general encoder, every annotation as a plain map: the readable statement of the format, which the
+    tests hold the source's fast path (`replicate`) and the target's decoder to; the broker itself sends
+    with `replicate`. Raises `DecodeError` when `payload` does not start with an AMQP section.
     """
     head_end, da_end, _ = _head(payload)
     if target_queues is None:
@@ -285,7 +280,8 @@ def replicate(payload: bytes, mr_id: int, origin_broker_id: str | None, routed_a
 
 
 def destination_annotation(payload: bytes, routed_address: str | None) -> str | None:
-    """Artemis's rule for `x-opt-amq-mr-dst`: only when `properties.to` is missing or differs."""
+    """Artemis's rule for `x-opt-amq-mr-dst`: only when `properties.to` is missing or differs (what
+    `replicate` applies inline; the tests check the rule through this)."""
     return _destination(payload, _head(payload)[2], routed_address)
 
 

@@ -359,10 +359,6 @@ _pBII = struct.Struct(">BII").pack
 _pBBB = struct.Struct(">BBB").pack
 
 
-def enc_null() -> bytes:
-    return b"\x40"
-
-
 def enc_bool(v: bool) -> bytes:
     return b"\x41" if v else b"\x42"
 
@@ -471,10 +467,6 @@ def enc_fields(m: dict[Any, Any]) -> bytes:
         items.append(enc_symbol(k) if isinstance(k, str) else encode(k))
         items.append(encode(v))
     return enc_map_of_encoded(items)
-
-
-def enc_described(descriptor_code: int, value: bytes) -> bytes:
-    return b"\x00" + enc_ulong(descriptor_code) + value
 
 
 def _enc_array(v: Array) -> bytes:

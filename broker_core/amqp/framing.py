@@ -14,7 +14,6 @@ from .performatives import Accepted
 
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
 SASL_HEADER = b"AMQP\x03\x01\x00\x00"
-TLS_HEADER = b"AMQP\x02\x01\x00\x00"
 
 FRAME_AMQP = 0
 FRAME_SASL = 1

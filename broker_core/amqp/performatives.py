@@ -14,7 +14,6 @@ from typing import Any, ClassVar
 
 from .codec import (
     DESCRIBED_TYPES,
-    Described,
     Symbol,
     enc_binary,
     enc_bool,
@@ -427,10 +426,6 @@ def symbols(value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
         return (value,)
     return tuple(str(v) for v in value)
-
-
-def described_descriptor(value: Any) -> Any:
-    return value.descriptor if isinstance(value, Described) else getattr(value, "DESCRIPTOR", None)
 
 
 __all__ = [

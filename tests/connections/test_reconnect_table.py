@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 
 import pytest
 
@@ -42,7 +43,7 @@ def test_attempt_limit_gives_up_into_stopped_with_a_warning() -> None:
     drive(m, Event.START, Event.FAILED, Event.RETRY_DUE, Event.FAILED, Event.RETRY_DUE)
     action = m.handle(Event.FAILED)
     assert m.state is State.STOPPED and m.gave_up
-    assert action.log_level == "WARNING" and action.log is not None and "AMQ111001" in action.log
+    assert action.log_level == logging.WARNING and action.log is not None and "AMQ111001" in action.log
     assert "after 2 retries" in action.log
     assert m.handle(Event.RETRY_DUE).connect is None  # nothing more happens until a start
 
@@ -53,7 +54,7 @@ def test_runtime_loss_counts_from_zero_again() -> None:
     action = m.handle(Event.LOST)
     assert action.schedule_retry and m.counter == 1
     drive(m, Event.RETRY_DUE)
-    assert m.handle(Event.FAILED).log_level == "WARNING"
+    assert m.handle(Event.FAILED).log_level == logging.WARNING
 
 
 def test_stop_from_any_state_stops_and_start_restarts_counting() -> None:

@@ -185,11 +185,11 @@ def test_recent_ids_window_and_floor() -> None:
 def test_events_decode_as_the_general_path_decodes_them() -> None:
     info = AddressInfo(name="orders", routing_types=(RoutingType.ANYCAST,), id=3)
     events = [
-        wire.post_ack("orders", "orders", 2**40, "node-a", AckReason.EXPIRED),
-        wire.post_ack("a", "q", 0, None, AckReason.NORMAL),
-        wire.add_address(info),
-        wire.delete_address(info),
-        wire.delete_queue("orders", "orders"),
+        wire.post_ack_event("orders", "orders", 2**40, "node-a", AckReason.EXPIRED),
+        wire.post_ack_event("a", "q", 0, None, AckReason.NORMAL),
+        wire.add_address_event(info),
+        wire.delete_address_event(info),
+        wire.delete_queue_event("orders", "orders"),
     ]
     for payload in events:
         fast, general = decode.decode_mirror_delivery(payload), decode.decode_general(payload)
@@ -232,7 +232,7 @@ def test_a_stream_of_mixed_layouts_reads_as_the_general_path_reads_it() -> None:
     for i, msg in enumerate([plain, plain, annotated, annotated, other_annotations, with_to, plain] * 3):
         origin = (None, "node-a", "node-b")[i % 3]  # node-a and node-b: same length, other bytes
         stream.append(wire.encode_replicated(bytes(msg.encode()), 100 + i, origin, "orders"))
-    stream.insert(3, wire.post_ack("orders", "orders", 7, None, AckReason.NORMAL))
+    stream.insert(3, wire.post_ack_event("orders", "orders", 7, None, AckReason.NORMAL))
     same = ("payload", "mr_id", "broker_id", "destination", "target_queues", "to")
     for payload in stream:
         fast, general = decode.decode_mirror_delivery(payload), decode.decode_general(payload)
@@ -253,10 +253,10 @@ def test_post_acks_decode_as_the_general_path_decodes_them() -> None:
         (5, 300, 2**40, -(2**40)),  # 5: a smalllong, which is not remembered
     )
     for queue, origin, reason, mid in cases:
-        payload = wire.post_ack("orders", queue, mid, origin, reason)
+        payload = wire.post_ack_event("orders", queue, mid, origin, reason)
         for _ in range(2):
             assert decode.decode_mirror_delivery(payload) == decode.decode_general(payload)
-    again = wire.post_ack("orders", "q1", 777_777, "node-a", AckReason.NORMAL)
+    again = wire.post_ack_event("orders", "q1", 777_777, "node-a", AckReason.NORMAL)
     event = decode.decode_mirror_delivery(again)
     assert isinstance(event, decode.ControlEvent)
     assert (event.message_id, event.queue, event.broker_id) == (777_777, "q1", "node-a")
@@ -267,14 +267,14 @@ def test_a_post_ack_whose_last_bytes_are_not_its_body_is_never_remembered() -> N
     for lookalike_id in (98, 99):
         lookalike = b"\x00\x53\x77\x81" + lookalike_id.to_bytes(8, "big")
         footer = b"\x00\x53\x78" + encode({Symbol("x"): lookalike})
-        payload = wire.post_ack("orders", "q9", 1000, None, AckReason.NORMAL) + footer
+        payload = wire.post_ack_event("orders", "q9", 1000, None, AckReason.NORMAL) + footer
         assert payload.endswith(lookalike)
         event = decode.decode_mirror_delivery(payload)
         assert isinstance(event, decode.ControlEvent) and event.message_id == 1000
 
 
 def test_an_event_never_takes_the_message_memo() -> None:
-    ack = wire.post_ack("orders", "orders", 7, "node-a", AckReason.NORMAL)
+    ack = wire.post_ack_event("orders", "orders", 7, "node-a", AckReason.NORMAL)
     for _ in range(2):
         assert isinstance(decode.decode_mirror_delivery(ack), decode.ControlEvent)
 

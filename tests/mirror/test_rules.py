@@ -177,7 +177,7 @@ def test_an_ack_before_its_message_matches_on_a_later_retry(net: Network) -> Non
     net.start_all()
     target = net.brokers["dc2"].mirror_target
     assert target is not None
-    target.apply("dc1-node", wire.post_ack("orders", "orders", 42, "dc1-node", AckReason.NORMAL))
+    target.apply("dc1-node", wire.post_ack_event("orders", "orders", 42, "dc1-node", AckReason.NORMAL))
     assert target.retries.stats["ack_retries"] == 1
     target.apply("dc1-node", wire.replicate(build_message("late", durable=True), 42, "dc1-node", "orders"))
     target.apply("dc1-node", wire.replicate(build_message("other", durable=True), 43, "dc1-node", "orders"))
@@ -193,7 +193,7 @@ def test_an_ack_that_never_matches_is_given_up_and_counted(net: Network) -> None
     net.start_all()
     target = net.brokers["dc2"].mirror_target
     assert target is not None
-    target.apply("dc1-node", wire.post_ack("orders", "orders", 9, "dc1-node", AckReason.NORMAL))
+    target.apply("dc1-node", wire.post_ack_event("orders", "orders", 9, "dc1-node", AckReason.NORMAL))
     net.loop.advance(1.0)
     assert target.retries.stats["acks_never_matched"] == 1 and not target.retries.tries
 

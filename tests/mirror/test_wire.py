@@ -97,8 +97,6 @@ def test_symbols_and_names_are_artemis_spellings() -> None:
     assert wire.TARGET_QUEUES == "x-opt-amq-mr-trg-q"
     assert wire.MIRROR_CAPABILITY == "amq.mirror"
     assert wire.CORE_MESSAGE_TUNNELING_SUPPORT == "AMQ_CORE_MESSAGE_TUNNELING"
-    assert wire.QPID_DISPATCH_WAYPOINT_CAPABILITY == "qd.waypoint"
-    assert wire.BROKER_CONNECTION_INFO == "broker-connection-info"
     assert {str(k) for k in wire.EVENT_KINDS} == {
         "addAddress",
         "deleteAddress",
@@ -108,9 +106,7 @@ def test_symbols_and_names_are_artemis_spellings() -> None:
     }
     assert all(isinstance(s, Symbol) for s in (wire.EVENT_TYPE, wire.POST_ACK, wire.MIRROR_CAPABILITY))
     assert wire.snf_name("DC2") == "$ACTIVEMQ_ARTEMIS_MIRROR_DC2"
-    assert wire.is_mirror_address("$ACTIVEMQ_ARTEMIS_MIRROR_DC2")
-    assert wire.is_mirror_address("$ACTIVEMQ_ARTEMIS_MIRROR")
-    assert not wire.is_mirror_address("orders") and not wire.is_mirror_address(None)
+    assert wire.MIRROR_ADDRESS_PREFIX == "$ACTIVEMQ_ARTEMIS_MIRROR"
 
 
 # ----------------------------------------------------------------------------------- control events
@@ -119,11 +115,11 @@ ADDR = AddressInfo(name="orders", routing_types=(RoutingType.ANYCAST,), id=7, cr
 QCONF = QueueConfiguration(name="orders.q", address="orders", routing_type=RoutingType.ANYCAST, id=9)
 
 EVENTS = {
-    "addAddress": wire.add_address(ADDR),
-    "deleteAddress": wire.delete_address(ADDR),
-    "createQueue": wire.create_queue(QCONF),
-    "deleteQueue": wire.delete_queue("orders", "orders.q"),
-    "postAck": wire.post_ack("orders", "orders.q", 42, None),
+    "addAddress": wire.add_address_event(ADDR),
+    "deleteAddress": wire.delete_address_event(ADDR),
+    "createQueue": wire.create_queue_event(QCONF),
+    "deleteQueue": wire.delete_queue_event("orders", "orders.q"),
+    "postAck": wire.post_ack_event("orders", "orders.q", 42, None),
 }
 
 
@@ -171,23 +167,23 @@ def test_queue_events_carry_queue_annotation_and_body() -> None:
 
 @pytest.mark.parametrize("message_id", [0, 5, 127, 128, 2**31, 2**63 - 1])
 def test_post_ack_body_is_a_long_and_local_origin_sends_no_broker_id(message_id: int) -> None:
-    payload = wire.post_ack("orders", "orders.q", message_id, None)
+    payload = wire.post_ack_event("orders", "orders.q", message_id, None)
     assert section(payload, 0x77) == (Data.LONG, message_id)
     ma = annotation_map(section(payload, 0x72))
     assert set(ma) == {"x-opt-amq-mr-ev-type", "x-opt-amq-mr-adr", "x-opt-amq-mr-qu"}  # NORMAL omitted
 
 
 def test_post_ack_for_foreign_origin_with_reason() -> None:
-    payload = wire.post_ack("orders", "orders.q", 42, "node-a", AckReason.EXPIRED)
+    payload = wire.post_ack_event("orders", "orders.q", 42, "node-a", AckReason.EXPIRED)
     ma = annotation_map(section(payload, 0x72))
     assert ma["x-opt-amq-bkr-id"] == (Data.STRING, "node-a")
     assert ma["x-opt-amq-mr-ack-reason"] == (Data.BYTE, 2)
-    killed = annotation_map(section(wire.post_ack("a", "q", 1, None, AckReason.KILLED), 0x72))
+    killed = annotation_map(section(wire.post_ack_event("a", "q", 1, None, AckReason.KILLED), 0x72))
     assert killed["x-opt-amq-mr-ack-reason"] == (Data.BYTE, 1)
 
 
 def test_symbol_arguments_are_still_sent_as_strings() -> None:
-    payload = wire.post_ack(Symbol("orders"), Symbol("q"), 1, Symbol("node-a"))
+    payload = wire.post_ack_event(Symbol("orders"), Symbol("q"), 1, Symbol("node-a"))
     ma = annotation_map(section(payload, 0x72))
     assert {ma[k][0] for k in ("x-opt-amq-mr-adr", "x-opt-amq-mr-qu", "x-opt-amq-bkr-id")} == {Data.STRING}
 
@@ -285,7 +281,7 @@ def test_decode_control_events_round_trip() -> None:
         "orders.q",
         "orders.q",
     )
-    ack = decode.decode_mirror_delivery(wire.post_ack("orders", "q", 2**62, "node-a", AckReason.KILLED))
+    ack = decode.decode_mirror_delivery(wire.post_ack_event("orders", "q", 2**62, "node-a", AckReason.KILLED))
     assert ack == ControlEvent(
         kind=wire.POST_ACK,
         address="orders",
