@@ -1,19 +1,54 @@
-"""The `amqp-mirror` command."""
+"""The `amqp-mirror` command: one parser, one function per subcommand."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
+from importlib import metadata
 from pathlib import Path
 
 from broker_core.config import ConfigError, load_config
 from broker_core.config.check import check_config_main
 
+DESCRIPTION = """\
+An AMQP 1.0 message broker configured with Apache ActiveMQ Artemis's broker.xml, with Artemis's broker
+connections and cross-data-centre mirroring, and a DR reconciliation job on Spark."""
+
+EXIT_CODES = """\
+exit codes:
+  0  done (reconcile: the survivor is in sync)
+  1  failed (a broker that could not start or stopped on a fatal error, a command that failed)
+  2  bad usage or input (an unknown option, a broker.xml with errors, a path that is not what it should be,
+     a DR command without the [spark] extra)
+  3  reconcile: the survivor needs a repair (see the report and the printed repair command)"""
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+USAGE_ERROR = 2
+EXPORT = "a journal directory to Parquet, one row per record (read-only, safe on a live broker's journal)"
+
+
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """Each option's default after its help (where it has one worth saying); descriptions and epilogs
+    keep their line breaks."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.default not in (None, False, argparse.SUPPRESS) and "default" not in text:
+            text += " (default: %(default)s)"
+        return text
+
+
+def version() -> str:
+    try:
+        return metadata.version("amqp-mirror")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
 
 def _setup_logging(level: str) -> None:
     logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
+        level=getattr(logging, level),
         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
         stream=sys.stderr,
     )
@@ -29,7 +64,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         for p in exc.problems:
             print(str(p), file=sys.stderr)
-        return 2
+        return USAGE_ERROR
     for w in warnings:
         log.warning("%s", w)
     if args.data_dir:
@@ -46,7 +81,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    return check_config_main(args.file, args.strict)
+    return USAGE_ERROR if check_config_main(args.file, args.strict) else 0
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -60,57 +95,81 @@ def _cmd_connections(args: argparse.Namespace) -> int:
     from connections.cli import main as connections_main
 
     if args.action in ("start", "stop") and not args.name:
-        print(f"connections {args.action} needs a NAME", file=sys.stderr)
-        return 2
+        print(f"amqp-mirror connections {args.action}: needs the connection's NAME", file=sys.stderr)
+        return USAGE_ERROR
     return connections_main(args)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="amqp-mirror", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="amqp-mirror", description=DESCRIPTION, epilog=EXIT_CODES, formatter_class=_Help
+    )
+    top.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("run", help="run a broker from an Artemis broker.xml")
-    p.add_argument("--config", required=True, help="path to broker.xml")
-    p.add_argument("--strict", action="store_true", help="treat unimplemented elements as errors")
-    p.add_argument("--data-dir", help="override the journal/bindings/paging directories' parent")
-    p.add_argument("--log-level", default="INFO")
+    def command(name: str, summary: str) -> argparse.ArgumentParser:
+        return sub.add_parser(
+            name, help=summary, description=summary, epilog=EXIT_CODES, formatter_class=_Help
+        )
+
+    p = command("run", "run a broker from an Artemis broker.xml (until SIGTERM or SIGINT)")
+    p.add_argument("--config", required=True, metavar="FILE", help="the broker.xml to run")
+    p.add_argument("--strict", action="store_true", help="refuse elements this broker does not implement yet")
+    p.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="the parent of the journal, bindings, paging and large-messages directories, instead of "
+        "broker.xml's",
+    )
+    p.add_argument("--log-level", default="INFO", choices=LOG_LEVELS, type=str.upper, help="log threshold")
     p.set_defaults(func=_cmd_run)
 
-    p = sub.add_parser("check-config", help="validate a broker.xml and print every problem")
-    p.add_argument("file")
-    p.add_argument("--strict", action="store_true")
+    p = command("check-config", "validate a broker.xml: every problem as file:line, exit 2 on errors")
+    p.add_argument("file", help="the broker.xml to check")
+    p.add_argument("--strict", action="store_true", help="count elements not implemented yet as errors")
     p.set_defaults(func=_cmd_check)
 
-    p = sub.add_parser("demo", help="DC1 and DC2 mirroring each other, demo traffic, a summary")
-    p.add_argument("--messages", type=int, default=1000)
-    p.add_argument("--log-level", default="WARNING")
+    p = command("demo", "two data centres mirroring each other on this machine, with traffic and a summary")
+    p.add_argument("--messages", type=int, default=1000, help="messages sent in each phase")
+    p.add_argument("--log-level", default="WARNING", choices=LOG_LEVELS, type=str.upper, help="log threshold")
     p.set_defaults(func=_cmd_demo)
 
-    p = sub.add_parser("connections", help="list, start or stop broker connections over AMQP management")
-    p.add_argument("action", choices=["list", "start", "stop"])
-    p.add_argument("name", nargs="?")
-    p.add_argument("--url", default="amqp://127.0.0.1:5672")
-    p.add_argument("--user")
-    p.add_argument("--password")
+    p = command("connections", "list, start or stop a running broker's broker connections (management)")
+    p.add_argument("action", choices=["list", "start", "stop"], help="what to do")
+    p.add_argument("name", nargs="?", help="the broker connection to start or stop")
+    p.add_argument("--url", default="amqp://127.0.0.1:5672", help="the broker's AMQP URL")
+    p.add_argument("--user", help="a user with the manage permission")
+    p.add_argument("--password", help="that user's password")
     p.set_defaults(func=_cmd_connections)
 
     from spark_dr import cli as dr_cli  # imports pyspark only when a DR command runs
 
-    p = sub.add_parser("journal", help="journal tools")
-    jsub = p.add_subparsers(dest="journal_command", required=True)
-    p = jsub.add_parser("export", help="export a journal directory to Parquet (one row per record)")
+    p = command("journal", "journal tools (no Spark needed)")
+    jsub = p.add_subparsers(dest="journal_command", required=True, metavar="TOOL")
+    p = jsub.add_parser(
+        "export",
+        help=EXPORT,
+        description=EXPORT,
+        epilog=EXIT_CODES,
+        formatter_class=_Help,
+    )
     dr_cli.add_export_args(p)
     p.set_defaults(func=dr_cli.export_main)
 
-    p = sub.add_parser("reconcile", help="DR reconciliation of two data centres' journals on Spark")
+    p = command(
+        "reconcile", "compare two data centres' journals on Spark after a DR failover: report and plan"
+    )
     dr_cli.add_reconcile_args(p)
     p.set_defaults(func=dr_cli.reconcile_main)
 
-    p = sub.add_parser("repair", help="apply a DR repair plan to the surviving broker over AMQP")
+    p = command("repair", "apply a reconcile repair plan to the surviving broker over AMQP")
     dr_cli.add_repair_args(p)
     p.set_defaults(func=dr_cli.repair_main)
+    return top
 
-    args = parser.parse_args(argv)
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     return int(args.func(args))
 
 

@@ -12,17 +12,23 @@ This module is plain Python, imported first by each package; it must not import 
 from __future__ import annotations
 
 import hashlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import json
 import os
 import sys
 import sysconfig
-from collections.abc import Mapping
+import types
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build" / "mypyc"
 STAMP = "stamp.json"
 SWITCH = "AMQP_MIRROR_COMPILED"
+# How to build it, named only where it can be done: a checkout has the script, an installed wheel does not.
+_HOW = " (scripts/compile.py)" if (ROOT / "scripts" / "compile.py").is_file() else ""
 
 # What a message passes through: frames, routing, queues, the journal and its records, mirror source
 # and target (and the connection manager: an interpreted class cannot subclass the compiled `Observer`).
@@ -88,7 +94,7 @@ def why_not(root: Path = ROOT, build: Path = BUILD, env: Mapping[str, str] = os.
     try:
         stamp = json.loads((build / STAMP).read_text())
     except FileNotFoundError:
-        return "not built (scripts/compile.py)"
+        return f"not built{_HOW}"
     except (OSError, ValueError) as exc:
         return f"unreadable stamp {build / STAMP}: {exc}"
     if stamp.get("ext_suffix") != sysconfig.get_config_var("EXT_SUFFIX"):
@@ -102,14 +108,29 @@ def why_not(root: Path = ROOT, build: Path = BUILD, env: Mapping[str, str] = os.
         return f"cannot read a compiled module's source: {exc}"
     changed = sorted(m for m in MODULES if built.get(m) != current[m])
     if changed:
-        return f"stale: {', '.join(changed)} changed since the build (scripts/compile.py)"
+        return f"stale: {', '.join(changed)} changed since the build{_HOW}"
     return None
+
+
+class _GroupLibrary(importlib.abc.MetaPathFinder):
+    """Finds the build's shared library (mypyc's `<hash>__mypyc`, a top-level module the compiled modules
+    import) and nothing else. Putting the build directory on `sys.path` instead would expose its package
+    folders too: a process that imports `broker_core` before this module runs (a spawned worker, whose
+    `sys.path` is copied from its parent) would take the folder for a namespace package."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if path is not None or not fullname.endswith("__mypyc"):
+            return None
+        library = BUILD / f"{fullname}{sysconfig.get_config_var('EXT_SUFFIX')}"
+        return importlib.util.spec_from_file_location(fullname, library) if library.is_file() else None
 
 
 REASON = why_not()
 IN_USE = REASON is None
-if IN_USE and str(BUILD) not in sys.path:
-    sys.path.append(str(BUILD))  # the group's shared library is a top-level module
+if IN_USE and not any(isinstance(finder, _GroupLibrary) for finder in sys.meta_path):
+    sys.meta_path.append(_GroupLibrary())
 
 
 def overlay(package: str, path: list[str]) -> list[str]:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .config.model import AddressSettings, BrokerConfig
+from .data_lock import DataLock
 from .errors import Unauthorized
 from .events import Cause, Observer, Observers
 from .identity import MessageIndex
@@ -61,6 +62,7 @@ class Server:
         self.clock = clock
         self.node_id = ""
         self.started = False
+        self.data_lock = DataLock(Path(config.journal_directory))
 
         def clock_ms() -> int:
             return int(clock() * 1000)
@@ -103,9 +105,18 @@ class Server:
         return self.persistence.journal
 
     def start(self, dispatch: Callable[[Callback], None] | None = None) -> None:
-        """Open the journal, recover, create configured addresses and queues."""
+        """Lock the data directory, open the journal, recover, create configured addresses and queues.
+
+        Raises `DataDirectoryInUse` while another broker holds the data directory."""
+        self.data_lock.acquire()
+        try:
+            self._start(dispatch)
+        except BaseException:
+            self.data_lock.release()
+            raise
+
+    def _start(self, dispatch: Callable[[Callback], None] | None) -> None:
         data_dir = Path(self.config.journal_directory)
-        data_dir.mkdir(parents=True, exist_ok=True)
         self.node_id = self.index.node_id = load_or_create_node_id(data_dir)
         journal = self.persistence.journal = Journal(
             data_dir,
@@ -145,9 +156,12 @@ class Server:
         )
 
     def stop(self) -> None:
-        self.persistence.flush()
-        if self.persistence.journal is not None:
-            self.persistence.journal.close()
+        try:
+            self.persistence.flush()
+            if self.persistence.journal is not None:
+                self.persistence.journal.close()
+        finally:
+            self.data_lock.release()
         self.started = False
         self.log.info("server %s stopped", self.name)
 

@@ -33,6 +33,10 @@ log = logging.getLogger("broker.connections")
 
 PRODUCT = "amqp-mirror"
 VERSION = "0.1.0"
+# A connection that keeps failing for the same reason says so at most once this often (seconds), with the
+# count since, not twice per attempt: at a 200 ms retry interval that was ten lines a second for as long
+# as the remote was down. A new reason is news, and logged at once.
+RETRY_LOG_EVERY = 60.0
 # Artemis's open property naming a broker connection and its node to the remote broker
 BROKER_CONNECTION_INFO = Symbol("broker-connection-info")
 
@@ -67,6 +71,10 @@ class OutboundConnection:
         self._scram: ScramClient | None = None
         self.connected_at: float | None = None
         self.stats = {"connects": 0, "failures": 0}
+        self._quiet_until = 0.0  # loop time before which a repeated failure goes to DEBUG
+        self._quiet_attempts = 0  # attempts not logged since the last retry line
+        self._last_failure = ""  # the reason last logged
+        self._news = False  # the failure just logged was news: its retry line goes with it
 
     # --------------------------------------------------------------------------------- lifecycle
 
@@ -92,7 +100,11 @@ class OutboundConnection:
 
     def _do(self, action: Action) -> None:
         if action.log:
-            log.log(action.log_level, "%s", action.log)
+            if action.schedule_retry:
+                self._log_retry(action.log_level, action.log)
+            else:
+                log.log(action.log_level, "%s", action.log)
+                self._quiet_until, self._quiet_attempts, self._last_failure = 0.0, 0, ""  # news next time
         if action.close:
             self._teardown()
         if action.schedule_retry:
@@ -104,10 +116,29 @@ class OutboundConnection:
         self._retry_handle = None
         self._do(self.machine.handle(Event.RETRY_DUE))
 
+    def _log_failure(self, level: int, why: str) -> None:
+        """A failure is logged when it is news: a reason not logged last, or RETRY_LOG_EVERY passed."""
+        news = why != self._last_failure or self.loop.time() >= self._quiet_until
+        log.log(level if news else logging.DEBUG, "broker connection %s: %s", self.name, why)
+        if news:
+            self._last_failure, self._news = why, True
+
+    def _log_retry(self, level: int, line: str) -> None:
+        """A retry line goes with a failure that was news, saying how many attempts were not logged."""
+        if not self._news:
+            self._quiet_attempts += 1
+            log.debug("%s", line)
+            return
+        if self._quiet_attempts:
+            line += f" ({self._quiet_attempts} more attempts since the last such line)"
+        log.log(level, "%s", line)
+        self._news, self._quiet_attempts = False, 0
+        self._quiet_until = self.loop.time() + RETRY_LOG_EVERY
+
     def _failed(self, why: str) -> None:
         """Connect-phase failure: tear down, count, retry or give up."""
         self.stats["failures"] += 1
-        log.info("broker connection %s: %s", self.name, why)
+        self._log_failure(logging.INFO, why)
         self._teardown()
         if self.machine.state is State.CONNECTING:
             self._do(self.machine.handle(Event.FAILED))
@@ -117,10 +148,11 @@ class OutboundConnection:
         self._teardown()
         if was is State.CONNECTED:
             log.warning("broker connection %s lost: %s", self.name, why)
+            self._last_failure, self._news = why, True
             self._do(self.machine.handle(Event.LOST))
         elif was is State.CONNECTING:
             self.stats["failures"] += 1
-            log.info("broker connection %s: %s", self.name, why)
+            self._log_failure(logging.INFO, why)
             self._do(self.machine.handle(Event.FAILED))
 
     def _teardown(self) -> None:

@@ -80,7 +80,16 @@ class MirrorSource(Observer):
         self._settled: list[MessageRef] = []  # accepted or rejected, until the disposition is done
         self._post_ack_prefixes: dict[tuple[str, str, str | None, int], bytes] = {}
         self._excluded_cache: dict[str, bool] = {}
-        self.stats = {"events_sent": 0, "events_accepted": 0, "events_queued": 0}
+        # events queued by kind: messages (routed sends), acks (postAck), topology (address and queue
+        # creations and removals); `events_queued` is their sum
+        self.stats = {
+            "events_sent": 0,
+            "events_accepted": 0,
+            "events_queued": 0,
+            "messages_queued": 0,
+            "acks_queued": 0,
+            "topology_queued": 0,
+        }
         self.last_accepted = 0.0  # when the target last accepted an event (epoch seconds)
         self._remote_key = f"mirror.remote.{self.name}"
         self._remote_raw: bytes | None = None
@@ -184,10 +193,11 @@ class MirrorSource(Observer):
     def _queue_skipped(self, q: Queue) -> bool:
         return q.internal or q.temporary or q.name.startswith(wire.MIRROR_ADDRESS_PREFIX)
 
-    def _event(self, payload: bytes, cause: Cause | None) -> None:
+    def _event(self, payload: bytes, cause: Cause | None, kind: str = "topology_queued") -> None:
         assert self.queue is not None
         msg = self.server.router.enqueue_internal(self.queue, payload)
         self.stats["events_queued"] += 1
+        self.stats[kind] += 1
         self._pending_bytes += len(payload)
         if cause is None and self.settings.sync:
             self._unconfirmed.add(msg.id)
@@ -263,6 +273,7 @@ class MirrorSource(Observer):
             return []
         assert self.queue is not None
         self.stats["events_queued"] += 1
+        self.stats["messages_queued"] += 1
         self._pending_bytes += len(message.payload)
         if cause is None and self.settings.sync:
             self._unconfirmed.add(message.id)
@@ -290,7 +301,7 @@ class MirrorSource(Observer):
             if len(self._post_ack_prefixes) > 10000:
                 self._post_ack_prefixes.clear()
             self._post_ack_prefixes[key] = prefix
-        self._event(prefix + enc_long(msg.mirror_id), cause)
+        self._event(prefix + enc_long(msg.mirror_id), cause, "acks_queued")
 
     # ---------------------------------------------------------------------------- wire payload
 
@@ -397,6 +408,11 @@ class MirrorSource(Observer):
             "pendingBytes": self._pending_bytes,
             "oldestPendingAgeMs": int(time.time() * 1000) - oldest if oldest else 0,
             "eventsQueued": self.stats["events_queued"],
+            "eventsQueuedByKind": {
+                "messages": self.stats["messages_queued"],
+                "acks": self.stats["acks_queued"],
+                "topology": self.stats["topology_queued"],
+            },
             "eventsSent": self.stats["events_sent"],
             "eventsAccepted": self.stats["events_accepted"],
             "lastAcceptedAt": int(self.last_accepted * 1000),  # epoch ms, 0: never

@@ -8,7 +8,9 @@ Tiers, like the architecture (`pytest -m pure` gives feedback in seconds):
 - adapter: our broker process against a scripted AMQP peer that speaks frames byte by byte;
 - integration: our brokers as processes, with real clients;
 - peers: with RabbitMQ, the Proton C broker or rhea;
-- spark: the DR job on a real Spark.
+- spark: the DR job on a real Spark;
+- installed: the `amqp-mirror` command installed as a user installs it (fresh environments, pip), run
+  as a process.
 Every test file has its tier in TIERS below (a new file without one fails the collection).
 """
 
@@ -89,6 +91,7 @@ TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest
     "journal/": "pure",
     "journal/test_journal_crash.py": "integration",
     "connections/test_reconnect_table.py": "pure",
+    "connections/test_retry_log.py": "pure",
     "connections/test_reconnect_live.py": "integration",
     "connections/test_bridge_foreign.py": "peers",
     "failover/": "pure",
@@ -100,11 +103,13 @@ TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest
     "mirror/": "integration",
     "conformance/": "adapter",
     "spark_dr/": "spark",
+    "installed/": "installed",
     "test_layers.py": "pure",
     "test_engine.py": "pure",
     "test_queues.py": "pure",
     "test_batching.py": "pure",
     "test_persistence.py": "pure",
+    "test_data_lock.py": "pure",
     "test_bad_input.py": "adapter",
     "test_security.py": "adapter",
     "test_tls.py": "adapter",

@@ -46,7 +46,11 @@ def parse_address_settings(reader: Reader, section: Element) -> tuple[AddressSet
         if match is None:
             continue
         if match in entries:
-            reader.warning(element, f"duplicate match {match!r}; this later entry replaces the earlier one")
+            reader.warning(
+                element,
+                f"duplicate match {match!r}; this later entry replaces the earlier one",
+                "each match once",
+            )
         entries[match] = AddressSettingEntry(match=match, settings=settings)
     return tuple(entries.values())
 
@@ -83,7 +87,11 @@ def parse_security_settings(reader: Reader, section: Element) -> tuple[SecurityS
         if match is None:
             continue
         if match in settings:
-            reader.warning(element, f"duplicate match {match!r}; this later entry replaces the earlier one")
+            reader.warning(
+                element,
+                f"duplicate match {match!r}; this later entry replaces the earlier one",
+                "each match once",
+            )
         settings[match] = SecuritySetting(match=match, permissions=permissions)
     return tuple(settings.values())
 

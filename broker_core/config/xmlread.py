@@ -17,11 +17,15 @@ from lxml import etree
 
 from broker_core.config.errors import ProblemLog
 from broker_core.config.placeholders import UnresolvedPlaceholder, substitute
+from broker_core.config.schema import artemis
 from broker_core.config.values import BadValue, parse_bool, parse_enum, parse_float, parse_int, parse_size
 
 T = TypeVar("T")
 Element = etree._Element
 NOT_IMPLEMENTED = "not implemented yet; ignored"
+# The `expected` part of a "not implemented yet" warning: the name is right, the feature is missing here.
+IMPLEMENTED = "only what this broker implements (docs/configuration.md); Artemis has this, we do not yet"
+ARTEMIS_NAMESPACES = frozenset({"", "urn:activemq", "urn:activemq:core"})
 _NAMING_ATTRIBUTES = ("name", "match", "type")
 
 
@@ -69,13 +73,52 @@ class Reader:
         return (child for child in element if isinstance(child.tag, str))
 
     def ignore(self, element: Element) -> None:
-        self.log.warning(line_of(element), self.path(element), NOT_IMPLEMENTED)
+        """An element this broker does not read: a mistake (not in Artemis's schema, or not where the
+        schema allows it) is an error; what Artemis has and this broker does not implement, a warning."""
+        name, schema = local_name(element), artemis()
+        parent_element = element.getparent()
+        parent = local_name(parent_element) if parent_element is not None else None
+        if (etree.QName(element).namespace or "") not in ARTEMIS_NAMESPACES:
+            self.warning(element, NOT_IMPLEMENTED, IMPLEMENTED)  # another namespace (XInclude, ...)
+        elif not schema.knows(name):
+            self.error(element, *schema.unknown_element(parent, name))
+        elif parent is not None and not schema.allows(parent, name):
+            self.error(element, *schema.misplaced_element(parent, name))
+        else:
+            self.warning(element, NOT_IMPLEMENTED, IMPLEMENTED)
+            self._check_names(element)
+
+    def _check_names(self, element: Element) -> None:
+        """Mistakes inside an element this broker does not read (a typo in `<ha-policy>` is still a typo):
+        every element and attribute below it must be one Artemis's schema has, where it has it."""
+        schema = artemis()
+        for child in self.children(element):
+            if (etree.QName(child).namespace or "") not in ARTEMIS_NAMESPACES:
+                continue
+            name, parent = local_name(child), local_name(element)
+            if not schema.knows(name):
+                self.error(child, *schema.unknown_element(parent, name))
+                continue
+            if not schema.allows(parent, name):
+                self.error(child, *schema.misplaced_element(parent, name))
+                continue
+            for attribute in child.attrib:
+                qname = etree.QName(attribute)
+                if qname.namespace is None and not schema.knows_attribute(name, qname.localname):
+                    self.error(child, *schema.unknown_attribute(name, qname.localname), qname.localname)
+            self._check_names(child)
 
     def check_attributes(self, element: Element, allowed: set[str] | frozenset[str]) -> None:
+        """Attributes other than `allowed`: unknown to Artemis's schema, an error; known, a warning."""
+        schema, owner = artemis(), local_name(element)
         for name in element.attrib:
             qname = etree.QName(name)
-            if qname.namespace is None and qname.localname not in allowed:
-                self.log.warning(line_of(element), self.path(element), NOT_IMPLEMENTED, attr=qname.localname)
+            if qname.namespace is not None or qname.localname in allowed:
+                continue
+            if schema.knows_attribute(owner, qname.localname):
+                self.warning(element, NOT_IMPLEMENTED, IMPLEMENTED, qname.localname)
+            else:
+                self.error(element, *schema.unknown_attribute(owner, qname.localname), qname.localname)
 
     def check_no_children(self, element: Element) -> None:
         for child in self.children(element):

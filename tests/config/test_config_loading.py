@@ -7,10 +7,15 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, WriteConfig
+from lxml import etree
 
 from broker_core.config import BrokerConfig, ConfigError, load_config
 from broker_core.config.check import check_config_main
+from broker_core.config.errors import ProblemLog
 from broker_core.config.model import AddressFullPolicy, JournalType, RoutingType
+from broker_core.config.xmlread import IMPLEMENTED, NOT_IMPLEMENTED, Reader
+
+NOT_YET = f"{NOT_IMPLEMENTED}; expected {IMPLEMENTED}"
 
 
 def _copy_stock(tmp_path: Path) -> Path:
@@ -99,10 +104,10 @@ def test_every_unimplemented_element_warns_once_with_its_line(tmp_path: Path) ->
     shutil.copy(FIXTURES / "unimplemented.xml", tmp_path / "broker.xml")
     _, warnings = load_config(tmp_path / "broker.xml")
     assert [str(w) for w in warnings] == [
-        "broker.xml:5: core/ha-policy: not implemented yet; ignored",
-        "broker.xml:8: core/cluster-connections: not implemented yet; ignored",
-        "broker.xml:11: core/diverts: not implemented yet; ignored",
-        "broker.xml:12: core/frobnicate: not implemented yet; ignored",
+        f"broker.xml:5: core/ha-policy: {NOT_YET}",
+        f"broker.xml:8: core/cluster-connections: {NOT_YET}",
+        f"broker.xml:11: core/diverts: {NOT_YET}",
+        f"broker.xml:12: core/resource-limit-settings: {NOT_YET}",
     ]
 
 
@@ -115,12 +120,23 @@ def test_strict_mode_turns_warnings_into_errors(tmp_path: Path) -> None:
     assert "broker.xml:5: core/ha-policy: not implemented yet; refused (--strict)" in str(caught.value)
 
 
-def test_unknown_attribute_warns(write_config: WriteConfig) -> None:
+def test_an_attribute_artemis_does_not_have_is_an_error(write_config: WriteConfig) -> None:
     path = write_config('<security-enabled>false</security-enabled>\n<addresses colour="red"/>\n')
-    _, warnings = load_config(path)
-    assert [str(w) for w in warnings] == [
-        "broker.xml:4: core/addresses/@colour: not implemented yet; ignored"
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert [str(p) for p in caught.value.problems] == [
+        "broker.xml:4: core/addresses/@colour: unknown attribute 'colour'; "
+        "expected no attributes on <addresses>"
     ]
+
+
+def test_an_attribute_artemis_has_and_we_do_not_read_warns() -> None:
+    """The same rule for an attribute the schema has, where a parser does not read it."""
+    log = ProblemLog("broker.xml")
+    element = etree.fromstring('<queue name="q" enabled="true" enabeld="true"/>')
+    Reader(log, {}, {}).check_attributes(element, {"name"})
+    assert [(p.severity, p.attribute) for p in log.problems] == [("warning", "enabled"), ("error", "enabeld")]
+    assert "(did you mean enabled?)" in log.problems[1].message
 
 
 def test_security_enabled_without_users_file_warns(write_config: WriteConfig) -> None:
@@ -132,7 +148,7 @@ def test_check_config_main_reports_and_exits(tmp_path: Path, capsys: pytest.Capt
     shutil.copy(FIXTURES / "unimplemented.xml", tmp_path / "broker.xml")
     path = str(tmp_path / "broker.xml")
     assert check_config_main(path, strict=False) == 0
-    assert "warning: broker.xml:12: core/frobnicate: not implemented yet; ignored" in capsys.readouterr().err
+    assert f"warning: broker.xml:12: core/resource-limit-settings: {NOT_YET}" in capsys.readouterr().err
     assert check_config_main(path, strict=True) == 1
     captured = capsys.readouterr()
     assert captured.err.count("error: ") == 4

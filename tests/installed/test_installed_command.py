@@ -1,0 +1,249 @@
+"""What a new user meets in the first hour, through the installed `amqp-mirror` command.
+
+Each test runs the command as a process: from the repository's `.venv` (with the compiled hot path, as
+`scripts/test` builds it) and from fresh environments installed with `pip install .` and
+`pip install '.[spark]'`, as from a wheel. Nothing is called in-process.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from connections.cli import request
+from tests.conftest import in_ci
+from tests.peers.ports import free_port, wait_until
+from tests.support.client import send
+from tests.support.installed import (
+    Installation,
+    broker_xml,
+    fresh_env,
+    repository_env,
+    stop,
+    wait_listening,
+)
+
+pytestmark = pytest.mark.timeout(900)  # the fresh environments are installed by the first test using them
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory: pytest.TempPathFactory) -> Installation:
+    """`pip install .`: the broker without the [spark] extra."""
+    return fresh_env(tmp_path_factory.mktemp("venv-plain"))
+
+
+@pytest.fixture(scope="module")
+def with_spark(tmp_path_factory: pytest.TempPathFactory) -> Installation:
+    """`pip install '.[spark]'`."""
+    return fresh_env(tmp_path_factory.mktemp("venv-spark"), extras="spark")
+
+
+@pytest.fixture(scope="module")
+def repo() -> Installation:
+    """The repository's .venv, whose packages run the compiled hot path when it is built."""
+    from broker_core import compiled
+
+    if not compiled.IN_USE:
+        message = f"the compiled hot path is not in use: {compiled.REASON}"
+        if in_ci():
+            pytest.fail(message)
+        pytest.skip(message)
+    return repository_env()
+
+
+@pytest.fixture(params=["repo", "with_spark"])
+def spark_ready(request: pytest.FixtureRequest) -> Installation:
+    installation: Installation = request.getfixturevalue(request.param)
+    return installation
+
+
+# ---------------------------------------------------------------------------------- help and habits
+
+
+def test_help_says_what_it_is_and_every_option_has_help(plain: Installation, tmp_path: Path) -> None:
+    top = plain.run("--help", cwd=tmp_path)
+    assert top.returncode == 0 and top.stdout.startswith("usage: amqp-mirror")
+    assert "AMQP 1.0 message broker configured with Apache ActiveMQ Artemis's broker.xml" in top.stdout
+    assert "`" not in top.stdout and "exit codes:" in top.stdout
+    assert "3  reconcile: the survivor needs a repair" in top.stdout
+    for command in (["run"], ["check-config"], ["demo"], ["connections"], ["journal", "export"],
+                    ["reconcile"], ["repair"]):  # fmt: skip
+        text = plain.run(*command, "--help", cwd=tmp_path).stdout
+        options = re.findall(r"^  (-[-\w]+(?: [A-Z_]+)?)(.*)$", text, flags=re.M)
+        unexplained = [o for o, rest in options if not rest.strip() and o != "-h"]
+        # an option whose help is on the next line is fine: only one with no text at all is not
+        assert all(re.search(rf"^  {re.escape(o)}\n\s{{10,}}\S", text, flags=re.M) for o in unexplained), text
+    assert "(default: local[2])" in plain.run("reconcile", "--help", cwd=tmp_path).stdout
+    assert plain.run("--version", cwd=tmp_path).stdout.strip() == "amqp-mirror 0.1.0"
+
+
+def test_a_log_level_that_does_not_exist_is_refused(plain: Installation, tmp_path: Path) -> None:
+    bad = plain.run("run", "--config", "broker.xml", "--log-level", "verbose", cwd=tmp_path)
+    assert bad.returncode == 2 and "invalid choice: 'VERBOSE'" in bad.stderr
+
+
+def test_check_config_tells_a_typo_from_a_gap(plain: Installation, tmp_path: Path) -> None:
+    config = tmp_path / "etc" / "broker.xml"
+    connection = '<amqp-connection uri="tcp://h:1" name="DC2"><mirorr/></amqp-connection>'
+    extra = f"<broker-connections>{connection}</broker-connections><ha-policy/>"
+    broker_xml(config, "typo", tmp_path / "data", extra=extra)
+    checked = plain.run("check-config", "etc/broker.xml", cwd=tmp_path)
+    assert checked.returncode == 2, checked.stderr
+    assert "unknown element <mirorr> (did you mean <mirror>?)" in checked.stderr
+    assert (
+        "warning: broker.xml:" in checked.stderr and "core/ha-policy: not implemented yet" in checked.stderr
+    )
+
+
+# ------------------------------------------------------------------------------------ the broker
+
+
+def test_a_second_broker_on_a_data_directory_in_use_is_refused(repo: Installation, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    first_port = broker_xml(tmp_path / "a" / "etc" / "broker.xml", "a", data)
+    broker_xml(tmp_path / "b" / "etc" / "broker.xml", "b", data)  # a copy with a new port, the old directory
+    first = repo.start("run", "--config", "a/etc/broker.xml", cwd=tmp_path, log=tmp_path / "a.log")
+    try:
+        wait_listening(first, tmp_path / "a.log")
+        second = repo.run("run", "--config", "b/etc/broker.xml", cwd=tmp_path, timeout=60)
+        assert second.returncode == 1, second.stderr
+        refusal = second.stderr
+        assert f"is in use: process {first.pid} on " in refusal and f"{data}/journal/serverlock.1" in refusal
+        assert "Traceback" not in refusal
+        assert send(f"amqp://127.0.0.1:{first_port}", "orders", ["still served"]) == 1
+    finally:
+        assert stop(first) == 0
+    again = repo.start("run", "--config", "b/etc/broker.xml", cwd=tmp_path, log=tmp_path / "b.log")
+    try:
+        wait_listening(again, tmp_path / "b.log")  # free once the first one stopped
+    finally:
+        assert stop(again) == 0
+
+
+def test_a_retrying_broker_connection_says_so_once_then_sparsely(repo: Installation, tmp_path: Path) -> None:
+    dead = free_port()
+    connection = (
+        f'<broker-connections><amqp-connection uri="tcp://127.0.0.1:{dead}" name="far" retry-interval="100">'
+        '<sender address-match="orders"/></amqp-connection></broker-connections>'
+    )
+    port = broker_xml(tmp_path / "etc" / "broker.xml", "near", tmp_path / "data", extra=connection)
+    log = tmp_path / "near.log"
+    broker = repo.start("run", "--config", "etc/broker.xml", cwd=tmp_path, log=log)
+    try:
+        wait_listening(broker, log)
+
+        def retries() -> int:
+            [far] = json.loads(request(f"amqp://127.0.0.1:{port}", "listBrokerConnections", []))
+            return int(far["retries"])
+
+        wait_until(lambda: retries() >= 15, 30, "fifteen attempts")
+        text = log.read_text()
+        assert text.count("AMQ111002") == 1 and text.count("cannot connect to") == 1, text
+    finally:
+        stop(broker)
+
+
+def test_the_demo_runs_from_a_wheel(plain: Installation, tmp_path: Path) -> None:
+    demo = plain.run("demo", "--messages", "50", cwd=tmp_path, timeout=180)
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    assert "identical, byte for byte" in demo.stdout and "nothing pending" in demo.stdout
+
+
+def test_a_wheel_never_names_a_repository_script(plain: Installation, tmp_path: Path) -> None:
+    port = broker_xml(tmp_path / "etc" / "broker.xml", "wheel", tmp_path / "data")
+    log = tmp_path / "wheel.log"
+    broker = plain.start("run", "--config", "etc/broker.xml", cwd=tmp_path, log=log)
+    try:
+        wait_listening(broker, log)
+        assert send(f"amqp://127.0.0.1:{port}", "orders", ["m"]) == 1
+    finally:
+        assert stop(broker) == 0
+    text = log.read_text()
+    assert "compiled hot path: not in use, not built; running as plain Python" in text
+    assert "scripts/" not in text
+
+
+# ------------------------------------------------------------------------------------- DR tools
+
+
+def test_dr_commands_without_the_spark_extra_say_what_to_install(plain: Installation, tmp_path: Path) -> None:
+    for command in (["journal", "export", "data", "out.parquet"], ["reconcile", "a", "b"]):
+        result = plain.run(*command, cwd=tmp_path)
+        assert result.returncode == 2, result.stderr
+        [line] = result.stderr.strip().splitlines()
+        assert "needs the [spark] extra" in line and "pip install 'amqp-mirror[spark]'" in line, line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_reconcile_refuses_what_is_not_a_journal_before_starting_spark(
+    spark_ready: Installation, tmp_path: Path
+) -> None:
+    (tmp_path / "empty1").mkdir()
+    (tmp_path / "notes.txt").write_text("not parquet")
+    for sides, says in (
+        (("empty1", "empty1"), "empty1: neither a journal"),
+        (("missing", "empty1"), "missing: no such file or directory"),
+        (("notes.txt", "empty1"), "notes.txt: not a Parquet file"),
+    ):
+        result = spark_ready.run("reconcile", *sides, cwd=tmp_path, timeout=60)
+        assert result.returncode == 2, result.stdout + result.stderr
+        [line] = result.stderr.strip().splitlines()
+        assert says in line and "Traceback" not in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty1", "notes.txt"]  # nothing written
+    missing = spark_ready.run(
+        "repair", "--plan", "nowhere.json", "--broker", "amqp://127.0.0.1:1", cwd=tmp_path
+    )
+    assert (
+        missing.returncode == 2
+        and missing.stderr.strip() == "amqp-mirror repair: --plan nowhere.json: no such file"
+    )
+
+
+@pytest.fixture(scope="module")
+def journals(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Two data centres' data directories, written by installed brokers: DC1 took three orders, DC2 one."""
+    home = tmp_path_factory.mktemp("journals")
+    installation = repository_env()
+    for name, bodies in (("dc1", ["a", "b", "c"]), ("dc2", ["x"])):
+        port = broker_xml(home / name / "etc" / "broker.xml", name, home / name / "data")
+        log = home / f"{name}.log"
+        broker = installation.start("run", "--config", f"{name}/etc/broker.xml", cwd=home, log=log)
+        try:
+            wait_listening(broker, log)
+            assert send(f"amqp://127.0.0.1:{port}", "orders", bodies) == len(bodies)
+        finally:
+            assert stop(broker) == 0
+    yield home
+
+
+def test_export_reconcile_and_repair_as_installed(
+    spark_ready: Installation, journals: Path, tmp_path: Path
+) -> None:
+    dc1, dc2 = journals / "dc1" / "data", journals / "dc2" / "data"
+    exported = spark_ready.run("journal", "export", str(dc1), "dc1.parquet", "--quiet", cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    assert json.loads(exported.stdout)["records"] > 0 and (tmp_path / "dc1.parquet").stat().st_size > 0
+    out, plan = tmp_path / "report", tmp_path / "plan.json"
+    reconciled = spark_ready.run(
+        "reconcile", str(dc1), str(dc2), "--out", str(out), "--plan", str(plan), cwd=tmp_path, timeout=300
+    )
+    assert reconciled.returncode == 3, reconciled.stdout + reconciled.stderr  # DC2 lacks DC1's orders
+    assert "Traceback" not in reconciled.stderr
+    assert plan.exists() and any(out.glob("*.html"))
+    port = broker_xml(tmp_path / "survivor" / "etc" / "broker.xml", "dc2", dc2)
+    log = tmp_path / "survivor.log"
+    survivor = spark_ready.start("run", "--config", "survivor/etc/broker.xml", cwd=tmp_path, log=log)
+    try:
+        wait_listening(survivor, log)
+        dry = spark_ready.run(
+            "repair", "--plan", str(plan), "--broker", f"amqp://127.0.0.1:{port}", "--dry-run", cwd=tmp_path
+        )
+        assert dry.returncode == 0, dry.stdout + dry.stderr
+        outcome = json.loads(dry.stdout.strip().splitlines()[-1])
+        assert outcome["dry_run"] is True and outcome["would resend"] == 3, outcome  # DC1's three orders
+    finally:
+        assert stop(survivor) == 0
