@@ -80,10 +80,15 @@ class Broker:
         def authorize(user: str | None) -> None:
             server.check(user, server.config.management_address, "manage")
 
+        def authorize_reply(user: str | None, address: str) -> None:
+            reply = server.addresses.get(address)
+            if reply is None or not reply.temporary:  # a client's own temporary queue takes its replies
+                server.check(user, address, "send")
+
         def send_reply(address: str, payload: bytes) -> None:
             server.router.route(address, payload, MessageView(payload))
 
-        management = ManagementService(self.management, authorize, send_reply)
+        management = ManagementService(self.management, authorize, authorize_reply, send_reply)
         self.services.register(server.config.management_address, management)
         self.services.register_prefix(MIRROR_ADDRESS_PREFIX, MirrorLinks(server, self.mirror_target))
 

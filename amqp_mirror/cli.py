@@ -46,12 +46,26 @@ def version() -> str:
         return "unknown (not installed)"
 
 
+class OneLineFormatter(logging.Formatter):
+    """Every log record is one line: control characters in a message (a user name, an address, a link
+    name a peer chose) are escaped, so nobody can forge a log line by putting a newline in one. A
+    traceback, appended after the message, keeps its lines."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = escape_controls(record.message)
+        return super().formatMessage(record)
+
+
+def escape_controls(text: str) -> str:
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def _setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level),
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(OneLineFormatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    logging.basicConfig(level=getattr(logging, level), handlers=[handler])
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

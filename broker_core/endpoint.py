@@ -77,7 +77,7 @@ class BrokerEndpoint:
             idle_timeout_ms=acceptor.amqp_idle_timeout,
             open_properties={Symbol("product"): "amqp-mirror"},
         )
-        self.termini = Termini(server, acceptor)
+        self.termini = Termini(server, acceptor, services)
         self.sasl = ServerSasl(server, name)
         self.consumers: dict[int, LinkConsumer] = {}  # by id(link)
         self.pending_accepts: dict[Session, list[int]] = {}
@@ -294,6 +294,8 @@ class BrokerEndpoint:
         if not to:
             raise InvalidField("anonymous sender's message has no 'to' address")
         address, routing_type = self.termini.strip_prefix(to)
+        if self.services.at_exact(address) is None:
+            self.termini.check_reachable(address)
         if address not in producer.checked:
             self.server.check(self.user, address, "send")
             producer.checked.add(address)

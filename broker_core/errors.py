@@ -51,6 +51,12 @@ class ResourceLimitExceeded(_Refusal):
     CONDITION = errors.RESOURCE_LIMIT_EXCEEDED
 
 
+class NotAllowed(_Refusal):
+    """Nobody may do this, whatever their permissions (the broker's internal queues)."""
+
+    CONDITION = errors.NOT_ALLOWED
+
+
 class Unauthorized(_Refusal):
     """The client is not allowed to do this."""
 

@@ -8,6 +8,9 @@
   name) when the terminus says so, shared by link name with the `shared` capability (`global` drops the
   container id), otherwise a volatile queue deleted with the link.
 - `address::queue` names one queue directly.
+- Internal addresses and queues (the mirror's store-and-forward queue) are the broker's own: no client
+  sends to them, consumes or browses them. Nor does a client reach an address a service answers (the
+  mirror prefix) except through that service's own links.
 
 The endpoint answers with frames; this module only decides, checks permissions and creates.
 """
@@ -18,13 +21,14 @@ import uuid
 from typing import TYPE_CHECKING, Final
 
 from .amqp.performatives import Coordinator, Source, Target, symbols
-from .errors import InvalidField, NotFound, NotImplementedHere, ResourceLimitExceeded
+from .errors import InvalidField, NotAllowed, NotFound, NotImplementedHere, ResourceLimitExceeded
 from .vocabulary import ANYCAST, MULTICAST
 
 if TYPE_CHECKING:
     from .config.model import Acceptor
     from .queues import Queue
     from .server import Server
+    from .services import Services
 
 QUEUE_CAPS = {"queue", "temporary-queue"}
 TOPIC_CAPS = {"topic", "temporary-topic"}
@@ -44,9 +48,16 @@ class Subscription:
 class Termini:
     """Resolves the termini of one acceptor's clients against one server."""
 
-    def __init__(self, server: Server, acceptor: Acceptor) -> None:
+    def __init__(self, server: Server, acceptor: Acceptor, services: Services) -> None:
         self.server = server
         self.acceptor = acceptor
+        self.services = services
+
+    def check_reachable(self, address: str) -> None:
+        """Refuse the broker's own addresses: internal ones, and those a service answers."""
+        addr = self.server.addresses.get(address)
+        if (addr is not None and addr.internal) or self.services.at(address) is not None:
+            raise NotAllowed(f"address {address} is internal to the broker; clients cannot use it")
 
     # --------------------------------------------------------------------------------- addresses
 
@@ -108,6 +119,7 @@ class Termini:
         if not target.address:
             return None, None
         address, routing_type = self.strip_prefix(target.address)
+        self.check_reachable(address)
         routing_type = routing_type or self.routing_type(symbols(target.capabilities), address)
         self.server.check(user, address, "send")
         self.ensure_address(user, address, routing_type)
@@ -143,6 +155,7 @@ class Termini:
             if not source.address:
                 raise InvalidField("consumer attach without a source address")
             address, routing_type = self.strip_prefix(source.address)
+            self.check_reachable(address.split("::", 1)[0])
             if "::" in address:  # fully qualified queue name address::queue
                 address, qname = address.split("::", 1)
                 srv.check(user, f"{address}::{qname}", "consume")
@@ -161,6 +174,8 @@ class Termini:
                     queue, subscription = self._subscription(
                         user, link_name, container, source, address, caps
                     )
+        if queue.internal:
+            raise NotAllowed(f"queue {queue.name} is internal to the broker; clients cannot use it")
         if 0 <= queue.max_consumers <= len(queue.consumers):
             raise ResourceLimitExceeded(f"queue {queue.name} has its maximum of consumers")
         return queue, subscription, source

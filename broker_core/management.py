@@ -61,7 +61,7 @@ class Management:
     def handle(self, view: MessageView) -> tuple[str | None, bytes | None]:
         """Execute one request; return (reply-to address, reply payload)."""
         props = view.properties()
-        reply_to = props[4] if len(props) > 4 and isinstance(props[4], str) else None
+        reply_to = reply_address(view)
         correlation = props[0] if props else None
         app = view.section_map(0x74)
         resource = str(app.get(RESOURCE, ""))
@@ -99,16 +99,20 @@ class Management:
 class ManagementService:
     """Management as a service at its address: requests in, replies routed to their `reply-to`.
 
-    `authorize(user)` raises unless the user may manage; `send_reply(address, payload)` routes a reply."""
+    `authorize(user)` raises unless the user may manage; `authorize_reply(user, address)` unless the user
+    may have a reply sent to that address (a request must not be a way to put messages where its sender
+    may not send); `send_reply(address, payload)` routes a reply."""
 
     def __init__(
         self,
         management: Management,
         authorize: Callable[[str | None], None],
+        authorize_reply: Callable[[str | None, str], None],
         send_reply: Callable[[str, bytes], None],
     ) -> None:
         self.management = management
         self.authorize = authorize
+        self.authorize_reply = authorize_reply
         self.send_reply = send_reply
 
     def attach(self, peer: Peer, link: Link, attach: Attach, address: str) -> Answer:
@@ -124,6 +128,9 @@ class ManagementService:
                 self.authorize(peer.user)
             view = MessageView(payload)
             view.all_sections()
+            reply_to = reply_address(view)
+            if reply_to is not None:
+                self.authorize_reply(peer.user, reply_to)  # before anything is done
             reply_to, reply = self.management.handle(view)
             if reply_to and reply is not None:
                 self.send_reply(reply_to, reply)
@@ -141,6 +148,12 @@ class ManagementService:
 
 class _Checked:
     """The state of a link whose user was authorized at attach."""
+
+
+def reply_address(view: MessageView) -> str | None:
+    """The request's `reply-to` (properties field 4)."""
+    props = view.properties()
+    return props[4] if len(props) > 4 and isinstance(props[4], str) else None
 
 
 def _kind(resource: str) -> tuple[str, str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import ssl
 import time
 from typing import TYPE_CHECKING, Any
@@ -423,7 +424,7 @@ class OutboundConnection:
             "name": self.name,
             "protocol": "AMQP",
             "started": self.machine.state is not State.STOPPED,
-            "uri": self.config.uri,
+            "uri": redacted(self.config.uri),
             "connected": self.connected,
             "state": self.machine.state.value,
             "retries": self.machine.counter,
@@ -460,6 +461,12 @@ def _address_of(link: Link) -> str | None:
         return None
     t = a.target if link.is_sender else a.source
     return getattr(t, "address", None)
+
+
+def redacted(uri: str) -> str:
+    """The URI with every secret parameter's value (any name with "password" in it) replaced: what
+    management and the logs show of a broker connection."""
+    return re.sub(r"([;?&][^;?&=]*password[^;?&=]*=)[^;&#),]*", r"\1*****", uri, flags=re.IGNORECASE)
 
 
 def _as_list(v: Any) -> list[Any]:

@@ -2,8 +2,12 @@
 
 A link whose target address starts with `$ACTIVEMQ_ARTEMIS_MIRROR` is a mirror link, as Artemis decides
 (spec §1.3): its user needs SEND on that address (checked first, as Artemis does), the link must desire
-`amq.mirror` and name its broker. Every delivery is applied by the `MirrorTarget` and Accepted once what
-it journalled is durable; the Accepted of a whole journal batch costs one callback, not one each.
+`amq.mirror` and name its broker. Its user also needs MANAGE on that address, which Artemis does not ask:
+a mirror link creates and deletes addresses and queues and acknowledges messages with the broker's own
+authority, so send permission alone must not open one (a deliberate hardening beyond Artemis).
+
+Every delivery is applied by the `MirrorTarget` and Accepted once what it journalled is durable; the
+Accepted of a whole journal batch costs one callback, not one each.
 """
 
 from __future__ import annotations
@@ -57,12 +61,26 @@ class MirrorLinks:
             refused = send_permission_refusal(exc.description)
             log.warning("%s: mirror link %r refused: %s", peer.name, link.name, refused.description)
             raise refused from exc
+        try:
+            self.server.check(peer.user, address, "manage")
+        except Unauthorized as exc:
+            refused = Unauthorized(
+                f"a mirror link needs the manage permission as well as send: {exc.description}"
+            )
+            log.warning("%s: mirror link %r refused: %s", peer.name, link.name, refused.description)
+            raise refused from exc
         refusal = mirror_refusal(attach)
         if refusal is not None:
             log.warning("%s: mirror link %r refused: %s", peer.name, link.name, refusal.description)
             raise refusal
         remote = str(remote_broker_id(attach))
-        log.info("%s: mirror link from broker %s attached on %s", peer.name, remote, address)
+        log.info(
+            "%s: mirror link from broker %s attached on %s as user %s",
+            peer.name,
+            remote,
+            address,
+            peer.user or "<anonymous>",
+        )
         reply = mirror_target_answer(attach, self.server.node_id, handle=0)
         return Answer(reply, MirrorLink(remote), max(peer.credit_window, MIRROR_CREDIT_WINDOW))
 

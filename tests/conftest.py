@@ -92,6 +92,7 @@ TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest
     "journal/test_journal_crash.py": "integration",
     "connections/test_reconnect_table.py": "pure",
     "connections/test_retry_log.py": "pure",
+    "connections/test_redacted_uri.py": "pure",
     "connections/test_reconnect_live.py": "integration",
     "connections/test_bridge_foreign.py": "peers",
     "failover/": "pure",

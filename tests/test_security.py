@@ -91,6 +91,15 @@ def test_wrong_password_fails_sasl_and_the_log_names_the_user_only(broker: Broke
         assert password not in log
 
 
+def test_a_user_name_cannot_forge_a_log_line(broker: BrokerProcess) -> None:
+    forged = "mallory\n2026-01-01 00:00:00,000 INFO    broker: user admin authenticated"
+    with pytest.raises(ConnectionException, match=UNAUTHORIZED), connect(broker.url, forged, "x"):
+        pass
+    log = broker.log()
+    assert "authentication failed for user mallory\\n2026-01-01" in log  # escaped, on its own line
+    assert not any(line.startswith("2026-01-01 00:00:00,000") for line in log.splitlines())
+
+
 def test_unknown_user_fails_like_a_wrong_password(broker: BrokerProcess) -> None:
     with pytest.raises(ConnectionException, match=UNAUTHORIZED), connect(broker.url, "mallory", "secret"):
         pass
@@ -228,5 +237,35 @@ def test_anonymous_works_when_security_is_disabled(tmp_path: Path) -> None:
     try:
         assert send(b.url, "vault.plans", ["open to all"]) == 1
         assert [m.body for m in receive(b.url, "vault.plans", 1)] == ["open to all"]
+    finally:
+        assert b.stop() == 0
+
+
+def test_a_management_reply_goes_only_where_the_requester_may_send(tmp_path: Path) -> None:
+    """bob may manage and consume, not send: management must not put its replies where he may not."""
+    consume = '<permission type="consume" roles="amq,consumers"/>'
+    manage = '<permission type="manage" roles="consumers"/>'
+    settings = SECURITY_SETTINGS.replace(consume, consume + manage, 1)
+    b = BrokerProcess(
+        tmp_path, xml_kwargs={"security": True, "security_settings": settings, "addresses": ADDRESSES}
+    )
+    b.start()
+    try:
+        with connect(b.url, "bob", "builder") as conn:
+            sender = conn.create_sender("activemq.management")
+            request = Message(
+                body="[]",
+                reply_to="orders",
+                properties={"_AMQ_ResourceName": "broker", "_AMQ_OperationName": "getQueueNames"},
+            )
+            with pytest.raises(SendException) as refused:
+                sender.send(request)
+            assert refused.value.state == Disposition.REJECTED
+            replies = conn.create_receiver(None, dynamic=True, credit=1)  # his own temporary queue
+            request.reply_to = replies.link.remote_source.address
+            sender.send(request)
+            answer = replies.receive(timeout=10)
+            assert "orders" in answer.body
+        assert receive(b.url, "orders", 1, user="admin", password="secret", timeout=1) == []
     finally:
         assert b.stop() == 0

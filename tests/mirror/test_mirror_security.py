@@ -83,3 +83,19 @@ def test_wrong_mirror_password_fails_authentication_and_retries(tmp_path: Path) 
     finally:
         dc1.stop()
         dc2.stop()
+
+
+def test_mirror_user_with_send_but_not_manage_is_refused(tmp_path: Path) -> None:
+    """A mirror link acts with the broker's own authority: send permission alone does not open one."""
+    dc1, dc2 = pair(tmp_path, "alice", "wonderland")  # alice may send, not manage
+    dc2.start()
+    dc1.start()
+    try:
+        wait_until(lambda: "AMQ111002" in dc1.log(), 20, "the source to log the refusal and retry")
+        assert "AMQ119023" in dc1.log() and "unauthorized-access" in dc1.log()
+        assert "needs the manage permission as well as send" in dc2.log() and "alice" in dc2.log()
+        send(dc1.url, "orders", ["kept home"])
+        assert admin_depth(dc2) == 0  # nothing crossed
+    finally:
+        dc1.stop()
+        dc2.stop()

@@ -225,3 +225,30 @@ def test_without_sync_a_send_is_confirmed_while_the_target_is_away(net: Network)
     # held for DC2: the message, after the announcement of the address and queue it found (addAddress,
     # createQueue for `orders`)
     assert c1.accepted(sent) and snf(net, "dc1", "dc2") == 3
+
+
+# ------------------------------------------------------------------- the store-and-forward queue
+
+
+def test_no_client_consumes_browses_or_sends_to_the_store_and_forward_queue(net: Network) -> None:
+    """The events held for the other data centre are the broker's own: a consumer would take them from
+    the other side (and read addresses it may not consume)."""
+    net.broker("dc1", mirror_to="dc2")
+    net.broker("dc2")
+    net.start("dc1")  # DC2 down: the events wait on the store-and-forward queue
+    client = net.client("dc1")
+    client.send("orders", "m")
+    net.pump()
+    held = snf(net, "dc1", "dc2")
+    name = wire.snf_name("dc2")
+    for address in (name, f"{name}::{name}", "anycast://" + name):
+        assert client.receive(address, 10) == [], address
+        refused = client.refusals.pop()
+        assert refused == (
+            "amqp:not-allowed",
+            f"address {name} is internal to the broker; clients cannot use it",
+        )
+    relayed = client.send(None, "into the mirror", to=name)  # an anonymous sender naming the queue
+    net.pump()
+    assert client.rejected(relayed) == "amqp:not-allowed"
+    assert snf(net, "dc1", "dc2") == held  # nothing taken, nothing added

@@ -27,7 +27,7 @@ from typing import Any
 from amqp_mirror.broker import Broker
 from broker_core.acceptor import AmqpSocket
 from broker_core.amqp.connection import Connection, Link, Session
-from broker_core.amqp.performatives import Accepted, Attach, Source, Target
+from broker_core.amqp.performatives import Accepted, Attach, Rejected, Source, Target
 from broker_core.config import load_config
 from broker_core.message import build_message
 
@@ -38,7 +38,7 @@ BROKER_XML = """<?xml version="1.0"?>
     <persistence-enabled>{persistence}</persistence-enabled>
     <security-enabled>false</security-enabled>
     <journal-directory>{home}/journal</journal-directory>
-    <acceptors><acceptor name="amqp">tcp://127.0.0.1:{port}?protocols=AMQP</acceptor></acceptors>
+    <acceptors><acceptor name="amqp">tcp://127.0.0.1:{port}?protocols=AMQP;anycastPrefix=anycast://;multicastPrefix=multicast://</acceptor></acceptors>
     <broker-connections>{connections}</broker-connections>
     <address-settings>{settings}</address-settings>
     <addresses>{addresses}</addresses>
@@ -356,6 +356,7 @@ class MemoryClient:
         self.outcomes: dict[int, Any] = {}  # delivery id -> settled state
         self.received: dict[str, list[tuple[int, bytes]]] = {}
         self.tag = 0
+        self.refusals: list[tuple[str, str]] = []  # (condition, description) of links the broker detached
 
     # asyncio-protocol side
     def connection_made(self, transport: MemoryTransport) -> None:
@@ -396,32 +397,43 @@ class MemoryClient:
                 if settled:
                     session.outgoing_unsettled.pop(i, None)
 
+    def on_detach(self, link: Link, detach: Any) -> None:
+        if detach.error is not None:
+            self.refusals.append((str(detach.error.condition), str(detach.error.description)))
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("on_"):
             return lambda *args: None
         raise AttributeError(name)
 
     # the test's side
-    def send(self, address: str, body: str, durable: bool = True) -> int:
-        """Send one message; returns its delivery id (its outcome lands in `outcomes` when settled)."""
-        link = self.senders.get(address)
+    def send(self, address: str | None, body: str, durable: bool = True, to: str | None = None) -> int:
+        """Send one message (`address` None: an anonymous sender, the message's `to` decides); returns its
+        delivery id (its outcome lands in `outcomes` when settled)."""
+        key = address or ""
+        link = self.senders.get(key)
         if link is None:
             assert self.session is not None, "the client is not connected"
-            attach = Attach(
-                name=f"send-{address}", role=False, source=Source(), target=Target(address=address)
-            )
-            link = self.senders[address] = self.conn.attach(self.session, attach)
+            attach = Attach(name=f"send-{key}", role=False, source=Source(), target=Target(address=address))
+            link = self.senders[key] = self.conn.attach(self.session, attach)
             self._write()
             self.network.pump()
         assert link.credit > 0, f"no credit to send to {address}"
         self.tag += 1
-        payload = build_message(body, durable=durable)
+        payload = build_message(body, durable=durable, to=to)
         delivery_id = self.conn.send_delivery(link, self.tag.to_bytes(4, "big"), payload, False)
         self._write()
         return delivery_id
 
     def accepted(self, delivery_id: int) -> bool:
         return isinstance(self.outcomes.get(delivery_id), Accepted)
+
+    def rejected(self, delivery_id: int) -> str | None:
+        """The condition a delivery was rejected with (None: not rejected)."""
+        state = self.outcomes.get(delivery_id)
+        if isinstance(state, Rejected) and state.error is not None:
+            return str(state.error.condition)
+        return None
 
     def receive(self, address: str, credit: int) -> list[bytes]:
         """Grant `credit` on a receiver of `address`, pump, accept and return what arrived."""
