@@ -294,12 +294,13 @@ class BrokerEndpoint:
         if not to:
             raise InvalidField("anonymous sender's message has no 'to' address")
         address, routing_type = self.termini.strip_prefix(to)
-        if self.services.at_exact(address) is None:
-            self.termini.check_reachable(address)
-        if address not in producer.checked:
+        served = self.services.at_exact(address) is not None
+        if address not in producer.checked:  # both checks once per address, not once per message
+            if not served:
+                self.termini.check_reachable(address)
             self.server.check(self.user, address, "send")
             producer.checked.add(address)
-        if address not in self.server.addresses and self.services.at_exact(address) is None:
+        if not served and address not in self.server.addresses:
             self.termini.ensure_address(
                 self.user, address, routing_type or self.termini.routing_type((), address)
             )
