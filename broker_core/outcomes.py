@@ -17,7 +17,7 @@ from .identity import MessageIndex
 from .journal import records
 from .message import MessageView
 from .persistence import Persistence
-from .queues import MessageRef, Queue
+from .queues import MessageRef, Queue, release_ref
 from .routing import Clock, Router
 from .stats import BrokerStats
 from .topology import Topology
@@ -74,12 +74,15 @@ class Outcomes:
         if ref.consumer is not None:
             q.take_in_flight(ref)
         q.acked += 1
-        msg.live_refs -= 1
-        if msg.live_refs <= 0:
+        if msg.durable and q.durable and self.persistence.enabled:
+            if ref.page:
+                ack: Any = records.PageAcked(q.id, msg.id, ref.page, reason, via_mirror, self.clock_ms())
+            else:
+                ack = records.MessageAcked(q.id, msg.id, reason, via_mirror, self.clock_ms())
+            self.persistence.persist(ack)  # before the release: a completed page is journalled after it
+        if release_ref(ref):
             self.index.forget(msg)
         self.stats.messages_acked += 1
-        if msg.durable and q.durable and self.persistence.enabled:
-            self.persistence.persist(records.MessageAcked(q.id, msg.id, reason, via_mirror, self.clock_ms()))
         for o in self.observers.all:
             o.message_acked(ref, reason, cause)
 
@@ -87,18 +90,24 @@ class Outcomes:
         """`acknowledge` for references of one queue settled together (the events a mirror's target
         accepted in one disposition), journalled as one `MessagesAcked` instead of one record each."""
         durable: list[int] = []
+        journalled = queue.durable and self.persistence.enabled
         for ref in refs:
             msg = ref.message
             if ref.consumer is not None:
                 queue.take_in_flight(ref)
-            msg.live_refs -= 1
-            if msg.live_refs <= 0:
-                self.index.forget(msg)
             if msg.durable:
-                durable.append(msg.id)
+                if not ref.page:
+                    durable.append(msg.id)
+                elif journalled:
+                    ack = records.PageAcked(
+                        queue.id, msg.id, ref.page, AckReason.NORMAL, False, self.clock_ms()
+                    )
+                    self.persistence.persist(ack)
+            if release_ref(ref):
+                self.index.forget(msg)
         queue.acked += len(refs)
         self.stats.messages_acked += len(refs)
-        if durable and queue.durable and self.persistence.enabled:
+        if durable and journalled:
             self.persistence.persist(
                 records.MessagesAcked(queue.id, tuple(durable), AckReason.NORMAL, False, self.clock_ms())
             )

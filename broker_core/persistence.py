@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from .journal import records
 from .journal.journal import Journal
+from .journal.writer import Syncable
 
 Callback = Callable[[], None]
 
@@ -52,6 +53,7 @@ class Persistence:
         self._callbacks: list[Callback] = []
         self._meta: dict[str, bytes | Callable[[], bytes]] = {}
         self._batch_hooks: list[Callable[[], Callback | None]] = []
+        self._syncs: dict[int, Syncable] = {}
         self._conditions: list[Condition] = []
         self._barriers: list[Condition] = []
         self._scheduler: Callback | None = None
@@ -74,9 +76,18 @@ class Persistence:
         self._barriers.append(barrier)
 
     def on_batch(self, hook: Callable[[], Callback | None]) -> None:
-        """`hook()` is asked as each batch is handed over; the callback it returns runs first once the
-        batch is on disk, before the batch's confirmations (and without waiting for any barrier)."""
+        """`hook()` is asked as each batch is handed over (it may add records with `persist_now`); the
+        callbacks the hooks return run first once the batch is on disk, in the order the hooks were
+        registered, before the batch's confirmations (and without waiting for any barrier)."""
         self._batch_hooks.append(hook)
+
+    def persist_now(self, record: Any) -> None:
+        """Add a record to the batch being handed over (from a batch hook)."""
+        self._records.append(record)
+
+    def sync_first(self, file: Syncable) -> None:
+        """Make `file` durable before the batch being handed over is written (from a batch hook)."""
+        self._syncs[id(file)] = file
 
     # ------------------------------------------------------------------------------- recording
 
@@ -162,21 +173,25 @@ class Persistence:
                     value = self.meta[key] = value()
                 self._records.append(records.MetaRecord(key, value))
             self._meta.clear()
-        recs, cbs = self._records, self._callbacks
+        firsts = []
         for hook in self._batch_hooks:
             first = hook()
             if first is not None:
-                cbs.insert(0, first)
+                firsts.append(first)
+        recs, cbs = self._records, self._callbacks
+        cbs[:0] = firsts
         if not recs and not cbs:
             return
         self._records, self._callbacks = [], []
+        syncs = tuple(self._syncs.values())
+        self._syncs.clear()
         done = _run_all(cbs, self.log) if cbs else None
         if self.journal is None or not self.enabled:
             if done:
                 done()
             return
         try:
-            self.journal.append_many(recs, on_durable=done)
+            self.journal.append_many(recs, on_durable=done, syncs=syncs)
         except (ValueError, TypeError, OverflowError, struct.error) as exc:
             # A record that cannot be encoded must not take the rest of the batch with it.
             self.log.error("journal batch refused (%s); writing its records one by one", exc)

@@ -9,6 +9,11 @@ Invariants:
   O(1), not by scanning a deep queue), so `messages` changes only through the queue's own methods.
 - Redelivered references go back to the head in their original order, so per-queue order holds for
   everything not yet delivered.
+- A message counts against its address's `Usage` (usage.py) while a queue of that address holds it
+  (`local_refs`), and against another address's once per reference there (a store-and-forward queue);
+  `release_ref` is the one way a reference lets go of a message.
+- A queue whose address pages has a `pager`: `paged` references wait in page files, and `dispatch` asks
+  the pager for more when the queue has run dry and a consumer could take more.
 """
 
 from __future__ import annotations
@@ -17,14 +22,18 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from .usage import MESSAGE_OVERHEAD, Budget, Usage
+
 
 class StoredMessage:
     __slots__ = (
         "address",
+        "cost",
         "durable",
         "expiry_ms",
         "id",
         "live_refs",
+        "local_refs",
         "origin_broker_id",
         "origin_message_id",
         "payload",
@@ -51,6 +60,8 @@ class StoredMessage:
         self.timestamp_ms = timestamp_ms
         self.priority = priority
         self.live_refs = 0
+        self.local_refs = 0  # references on queues of its own address (the rest: store-and-forward)
+        self.cost = len(payload) + MESSAGE_OVERHEAD  # what it holds in memory, as usage.py counts
         self.origin_broker_id: str | None = None
         self.origin_message_id: int | None = None
         self.via_mirror = False
@@ -63,13 +74,44 @@ class StoredMessage:
 
 
 class MessageRef:
-    __slots__ = ("consumer", "delivery_count", "message", "queue")
+    __slots__ = ("consumer", "delivery_count", "message", "page", "queue")
 
-    def __init__(self, message: StoredMessage, queue: Queue, delivery_count: int = 0) -> None:
+    def __init__(self, message: StoredMessage, queue: Queue, delivery_count: int = 0, page: int = 0) -> None:
         self.message = message
         self.queue = queue
         self.delivery_count = delivery_count
+        self.page = page  # the page file it was read back from (0: it never was paged)
         self.consumer: Consumer | None = None
+
+
+def hold_ref(ref: MessageRef) -> None:
+    """Count a new reference against the memory of its queue's address (see usage.py)."""
+    msg, queue = ref.message, ref.queue
+    msg.live_refs += 1
+    if queue.address == msg.address:
+        msg.local_refs += 1
+        if msg.local_refs == 1:
+            queue.usage.add(msg.cost)
+    else:
+        queue.usage.add(msg.cost)
+
+
+def release_ref(ref: MessageRef) -> bool:
+    """The reference lets go of its message (acknowledged, expired, dropped with its queue); returns
+    whether that was the message's last reference."""
+    msg, queue = ref.message, ref.queue
+    msg.live_refs -= 1
+    if queue.address == msg.address:
+        msg.local_refs -= 1
+        if msg.local_refs == 0:
+            queue.usage.sub(msg.cost)
+    else:
+        queue.usage.sub(msg.cost)
+    if ref.page:
+        pager = queue.pager
+        if pager is not None:
+            pager.released(ref)
+    return msg.live_refs <= 0
 
 
 def delivery_payload(ref: MessageRef) -> bytes:
@@ -84,6 +126,16 @@ def delivery_payload(ref: MessageRef) -> bytes:
     header.delivery_count = ref.delivery_count
     header.first_acquirer = False
     return view.with_header(header)
+
+
+class Pager(Protocol):
+    """A queue's page files (paging/): references read back on demand, and told when they are gone."""
+
+    def fill(self, queue: Queue) -> bool:
+        """Read the queue's next paged references into it; whether any came."""
+        ...
+
+    def released(self, ref: MessageRef) -> None: ...
 
 
 class Consumer(Protocol):
@@ -115,9 +167,12 @@ class Queue:
         "max_consumers",
         "messages",
         "name",
+        "paged",
+        "pager",
         "purge_on_no_consumers",
         "routing_type",
         "temporary",
+        "usage",
         "waiting",
     )
 
@@ -154,6 +209,9 @@ class Queue:
         self.added = self.acked = self.expired = self.killed = 0
         self.dispatching = False
         self.after_durable = False  # references are added only once their journal batch is on disk
+        self.usage = Usage(address, Budget())  # the address's, once bound (Topology.bind)
+        self.pager: Pager | None = None
+        self.paged = 0  # references waiting in page files
         self._rr = 0
 
     def __repr__(self) -> str:
@@ -161,8 +219,8 @@ class Queue:
 
     @property
     def depth(self) -> int:
-        """Messages held: waiting plus in flight (Artemis's MessageCount)."""
-        return len(self.messages) + self.in_flight
+        """Messages held: waiting, paged and in flight (Artemis's MessageCount)."""
+        return len(self.messages) + self.paged + self.in_flight
 
     def enqueue(self, ref: MessageRef) -> None:
         self.messages.append(ref)
@@ -184,6 +242,13 @@ class Queue:
         """Append a recovered reference (at startup: no counters, no dispatch)."""
         self.messages.append(ref)
         self.waiting[ref.message.id] = ref
+
+    def restore_many(self, refs: list[MessageRef]) -> None:
+        """Append references read back from page files (counted when they were paged)."""
+        self.messages.extend(refs)
+        waiting = self.waiting
+        for ref in refs:
+            waiting[ref.message.id] = ref
 
     def requeue(self, refs: list[MessageRef]) -> None:
         """Put references back at the head, oldest first (after consumer loss or release)."""
@@ -211,30 +276,39 @@ class Queue:
             self.consumers.remove(consumer)
 
     def dispatch(self, is_expired: Callable[[MessageRef], bool] | None = None) -> None:
-        """Hand waiting messages to consumers with credit, round robin."""
+        """Hand waiting messages to consumers with credit, round robin; read paged ones back as the
+        queue runs dry."""
         if self.dispatching:
             return  # re-entered from a delivery callback: the outer loop carries on
         self.dispatching = True
         try:
-            messages, consumers = self.messages, self.consumers
-            while messages and consumers:
-                n = len(consumers)
-                for i in range(n):
-                    c = consumers[(self._rr + i) % n]
-                    if c.can_take():
-                        self._rr = (self._rr + i + 1) % n
-                        break
-                else:
+            while self._dispatch_waiting(is_expired):
+                pager = self.pager
+                if pager is None or not self.paged or not pager.fill(self):
                     return
-                ref = messages.popleft()
-                del self.waiting[ref.message.id]
-                if is_expired is not None and is_expired(ref):
-                    continue
-                self.in_flight += 1
-                ref.consumer = c
-                c.deliver(ref)
         finally:
             self.dispatching = False
+
+    def _dispatch_waiting(self, is_expired: Callable[[MessageRef], bool] | None) -> bool:
+        """Deliver what waits; whether a consumer could still take more."""
+        messages, consumers = self.messages, self.consumers
+        while messages and consumers:
+            n = len(consumers)
+            for i in range(n):
+                c = consumers[(self._rr + i) % n]
+                if c.can_take():
+                    self._rr = (self._rr + i + 1) % n
+                    break
+            else:
+                return False
+            ref = messages.popleft()
+            del self.waiting[ref.message.id]
+            if is_expired is not None and is_expired(ref):
+                continue
+            self.in_flight += 1
+            ref.consumer = c
+            c.deliver(ref)
+        return bool(consumers) and any(c.can_take() for c in consumers)
 
     def take_in_flight(self, ref: MessageRef) -> None:
         """A reference left the consumer (acked, rejected or requeued)."""
@@ -256,6 +330,7 @@ class Address:
         "routing_types",
         "temporary",
         "unrouted",
+        "usage",
     )
 
     def __init__(
@@ -278,6 +353,7 @@ class Address:
         self.anycast_rr = 0  # the next anycast queue to take a message, round robin
         self.routed = 0
         self.unrouted = 0
+        self.usage = Usage(name, Budget())  # its settings' limits and the broker's budget (Topology)
 
     def __repr__(self) -> str:
         return f"<Address {self.name!r} {sorted(self.routing_types)} queues={len(self.queues)}>"
@@ -295,6 +371,7 @@ class QueueStats:
             "durable": q.durable,
             "message-count": q.depth,
             "delivering-count": q.in_flight,
+            "paged-count": q.paged,
             "messages-added": q.added,
             "messages-acknowledged": q.acked,
             "messages-expired": q.expired,

@@ -5,14 +5,20 @@ from __future__ import annotations
 from .identity import MessageIndex
 from .journal.state import Recovered
 from .persistence import ID_RESERVATION, Persistence
-from .queues import Address, MessageRef, Queue, StoredMessage
+from .queues import Address, MessageRef, Queue, StoredMessage, hold_ref
 from .topology import Topology
 
 
 def restore(state: Recovered, topology: Topology, index: MessageIndex, persistence: Persistence) -> None:
     for a in state.addresses.values():
-        topology.addresses[a.name] = Address(
-            a.name, set(a.routing_types), id=a.address_id, auto_created=a.auto_created, internal=a.internal
+        topology.add_address(
+            Address(
+                a.name,
+                set(a.routing_types),
+                id=a.address_id,
+                auto_created=a.auto_created,
+                internal=a.internal,
+            )
         )
     for qrec in state.queues.values():
         topology.bind(
@@ -40,9 +46,10 @@ def restore(state: Recovered, topology: Topology, index: MessageIndex, persisten
             rq = by_id.get(queue_id)
             if rq is None:
                 continue
-            msg.live_refs += 1
+            ref = MessageRef(msg, rq, rm.delivery_counts.get(queue_id, 0))
+            hold_ref(ref)
             indexed = indexed or not rq.internal  # mirror copies live only on internal queues
-            rq.restore(MessageRef(msg, rq, rm.delivery_counts.get(queue_id, 0)))
+            rq.restore(ref)
         if indexed:
             index.add(msg)
     persistence.meta.update((k, v) for k, v in state.meta.items() if v)  # in place: others hold the dict

@@ -6,6 +6,10 @@ Invariants:
   queue), so that after a crash it is on all of them or on none.
 - An `after_durable` queue (the store-and-forward queue) gets its references only once their batch is on
   disk: otherwise a crash could leave the other data centre with something this one lost.
+- An address over its memory limits follows its full policy (usage.py): its queues' share of a message
+  goes to the address's page file instead (paging/), or the send is refused, or dropped; a mirror's
+  store-and-forward queue pages on its own. The decision is made before any state changes, so a refusal
+  leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -13,14 +17,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from .errors import ResourceLimitExceeded
 from .events import Cause, Observers
 from .identity import MessageIndex
 from .journal import records
 from .message import MessageView
+from .paging.paging import Paging
 from .persistence import Callback, Persistence
-from .queues import MessageRef, Queue, StoredMessage
+from .queues import Address, MessageRef, Queue, StoredMessage, hold_ref, release_ref
 from .stats import BrokerStats
 from .topology import Topology
+from .usage import Admission, Usage
 from .vocabulary import MULTICAST
 
 Clock = Callable[[], int]  # epoch milliseconds
@@ -36,6 +43,7 @@ class Router:
         stats: BrokerStats,
         clock_ms: Clock,
         log: logging.Logger,
+        paging: Paging,
     ) -> None:
         self.topology = topology
         self.persistence = persistence
@@ -44,8 +52,12 @@ class Router:
         self.stats = stats
         self.clock_ms = clock_ms
         self.log = log
+        self.paging = paging
         self._later: list[MessageRef] = []  # for after-durable queues, in journal order
+        # In this order: what a batch enqueues late must be in its queue before that queue's pages of
+        # the same batch become readable (which could otherwise overtake it).
         persistence.on_batch(self._hand_on_later)
+        persistence.on_batch(paging.on_batch)
 
     def route(
         self,
@@ -59,7 +71,10 @@ class Router:
         no_expiry: bool = False,
         cause: Cause | None = None,
     ) -> StoredMessage | None:
-        """Route one message to the queues bound at `address`; return it (None if nothing took it)."""
+        """Route one message to the queues bound at `address`; return it (None if nothing took it).
+
+        Raises ResourceLimitExceeded when the address is full and its policy is FAIL (or a page cannot
+        be written); a DROP address drops the message (counted) and returns None."""
         addr = self.topology.addresses.get(address)
         if addr is None or not addr.queues:
             self.stats.messages_unrouted += 1
@@ -95,11 +110,24 @@ class Router:
         msg.via_mirror = via_mirror
         if origin is not None:
             msg.origin_broker_id, msg.origin_message_id = origin
+        usage = addr.usage
+        admission = Admission.MEMORY
+        if usage.store is not None or usage.over(msg.cost):
+            admission = self._admit(addr, msg)
+            if admission == Admission.DROP:
+                return None
+            if admission == Admission.PAGE:
+                self._page(usage, msg, targets, fail=True)
+        memory = targets if admission == Admission.MEMORY else []
+        joined: list[Queue] = []
         for o in self.observers.joining:
-            targets.extend(o.queues_to_join(msg, targets, cause))
-        msg.live_refs += len(targets)
-        durable_ids = [q.id for q in targets if q.durable and not q.temporary] if h.durable else None
-        if durable_ids and persistence.enabled:
+            joined.extend(o.queues_to_join(msg, targets, cause))
+        for q in joined:  # a store-and-forward queue pages on its own address (a copy of the record)
+            if not self._pages(q, msg):
+                memory = [*memory, q]
+        durable = h.durable and persistence.enabled
+        durable_ids = [q.id for q in memory if q.durable and not q.temporary] if durable else None
+        if durable_ids:
             persistence.persist(
                 records.MessageAdded(
                     msg.id,
@@ -114,16 +142,73 @@ class Router:
                     via_mirror,
                 )
             )
-        else:
+        elif not (durable and admission == Admission.PAGE):
             msg.durable = False
         addr.routed += 1
         self.stats.messages_routed += 1
-        self.index.add(msg)
+        if admission == Admission.MEMORY:
+            self.index.add(msg)
         for o in self.observers.routing:
             o.message_routed(msg, targets, cause)
-        for q in targets:
-            self._enqueue(q, MessageRef(msg, q))
+        for q in memory:
+            ref = MessageRef(msg, q)
+            hold_ref(ref)
+            self._enqueue(q, ref)
         return msg
+
+    def _admit(self, addr: Address, msg: StoredMessage) -> Admission:
+        admission = self.paging.admit(addr.usage, msg.cost)
+        if admission == Admission.FAIL:
+            raise ResourceLimitExceeded(f"address {addr.name} is full")
+        if admission == Admission.DROP:
+            usage = addr.usage
+            usage.dropped += 1
+            self.stats.messages_dropped += 1
+            if usage.dropped == 1 or usage.dropped % 10000 == 0:
+                self.log.warning(
+                    "AMQ222039: Messages sent to address '%s' are being dropped; size is currently: "
+                    "%d bytes; max-size-bytes: %d (%d dropped so far)",
+                    addr.name,
+                    usage.bytes,
+                    usage.max_bytes,
+                    usage.dropped,
+                )
+        return admission
+
+    def _pages(self, queue: Queue, msg: StoredMessage) -> bool:
+        """Whether `msg` went to the page file of `queue`'s address (a store-and-forward queue: it pages
+        or holds the message, never refuses it)."""
+        usage = queue.usage
+        if usage.store is None and not usage.over(msg.cost):
+            return False
+        return self.paging.admit(usage, msg.cost) == Admission.PAGE and self._page(usage, msg, [queue])
+
+    def _page(self, usage: Usage, msg: StoredMessage, queues: list[Queue], fail: bool = False) -> bool:
+        """Write `msg` for `queues` (all on `usage`'s address) to its page file. A page that cannot be
+        written refuses the send (`fail`), or leaves the queues to hold the message in memory."""
+        record = records.MessageAdded(
+            msg.id,
+            msg.address,
+            tuple(q.id for q in queues),
+            msg.payload,
+            msg.timestamp_ms,
+            msg.expiry_ms,
+            msg.priority,
+            msg.origin_broker_id,
+            msg.origin_message_id,
+            msg.via_mirror,
+            msg.durable,
+        )
+        try:
+            self.paging.page(usage, record, queues)
+        except OSError as exc:
+            self.log.error("AMQ222188: cannot write a page of address %s: %s", usage.address, exc)
+            if fail:
+                raise ResourceLimitExceeded(
+                    f"address {usage.address} is full and its page cannot be written"
+                ) from exc
+            return False
+        return True
 
     def enqueue_internal(
         self,
@@ -134,14 +219,18 @@ class Router:
         origin: tuple[str | None, int] | None = None,
     ) -> StoredMessage:
         """Put a broker-made message (a mirror event; a copy that keeps its `origin` identity, for a
-        mirror's initial sync) on one internal queue, durably when the queue is."""
+        mirror's initial sync) on one internal queue, durably when the queue is; it pages with the queue's
+        address (which always pages: usage.py)."""
         now_ms = self.clock_ms()
         persistence = self.persistence
         msg = StoredMessage(persistence.new_message_id(), address or queue.address, payload, True, 0, now_ms)
         if origin is not None:
             msg.origin_broker_id, msg.origin_message_id = origin
-        msg.live_refs = 1
-        if queue.durable and persistence.enabled:
+        durable = queue.durable and persistence.enabled
+        msg.durable = durable
+        if self._pages(queue, msg):
+            return msg
+        if durable:
             persistence.persist(
                 records.MessageAdded(
                     msg.id,
@@ -156,9 +245,9 @@ class Router:
                     False,
                 )
             )
-        else:
-            msg.durable = False
-        self._enqueue(queue, MessageRef(msg, queue))
+        ref = MessageRef(msg, queue)
+        hold_ref(ref)
+        self._enqueue(queue, ref)
         return msg
 
     def _enqueue(self, queue: Queue, ref: MessageRef) -> None:
@@ -184,3 +273,7 @@ class Router:
             q = qrefs[0].queue
             if queues.get(q.name) is q:  # not deleted while its batch was being written
                 q.enqueue_many(qrefs)
+            else:
+                for ref in qrefs:
+                    if release_ref(ref):
+                        self.index.forget(ref.message)

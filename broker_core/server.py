@@ -21,6 +21,7 @@ protocol layer Accepts a durable send only from such a callback. Acks are journa
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import time
 from collections.abc import Callable
@@ -37,6 +38,7 @@ from .journal.journal import Journal
 from .journal.node_id import load_or_create_node_id
 from .message import MessageView
 from .outcomes import Outcomes
+from .paging.paging import LAST_PAGE, Paging
 from .persistence import Callback, Persistence
 from .queues import Address, MessageRef, Queue, StoredMessage
 from .recovery import restore
@@ -45,7 +47,18 @@ from .security.authentication import UserStore
 from .security.authorization import Authorizer, Permission, SecuritySettings
 from .stats import BrokerStats
 from .topology import Topology
+from .usage import Budget
 from .vocabulary import AckReason
+
+
+def global_max_size(configured: int) -> int:
+    """`global-max-size`; -1 means half the memory of the machine (Artemis: half the JVM's heap)."""
+    if configured >= 0:
+        return configured
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError):
+        return -1
 
 
 class Server:
@@ -71,9 +84,24 @@ class Server:
         self.observers = Observers()
         self.index = MessageIndex()
         self.stats = BrokerStats()
-        self.topology = Topology(config, self.persistence, self.observers, self.index, self.log)
+        self.budget = Budget(global_max_size(config.global_max_size), config.global_max_messages)
+        self.topology = Topology(config, self.persistence, self.observers, self.index, self.log, self.budget)
+        self.paging = Paging(
+            Path(config.paging_directory),
+            self.persistence,
+            self.index,
+            lambda address: self.topology.settings_for(address).page_size_bytes,
+            self.log,
+        )
         self.router = Router(
-            self.topology, self.persistence, self.observers, self.index, self.stats, clock_ms, self.log
+            self.topology,
+            self.persistence,
+            self.observers,
+            self.index,
+            self.stats,
+            clock_ms,
+            self.log,
+            self.paging,
         )
         self.outcomes = Outcomes(
             self.topology,
@@ -85,6 +113,8 @@ class Server:
             clock_ms,
             self.log,
         )
+        self.paging.on_visible = lambda queue: queue.dispatch(self.outcomes.is_expired)
+        self.observers.add(self.paging)
         # The parts' own dicts, shared (never rebound), for readers outside the core.
         self.addresses: dict[str, Address] = self.topology.addresses
         self.queues: dict[str, Queue] = self.topology.queues
@@ -127,9 +157,13 @@ class Server:
         )
         if self.config.persistence_enabled:
             with collector_paused():
-                restore(journal.open(), self.topology, self.index, self.persistence)
+                state = journal.open()
+                restore(state, self.topology, self.index, self.persistence)
+            last_page = int(self.persistence.meta.get(LAST_PAGE, b"0"))
+            self.paging.recover(state.pages, last_page, self.topology.queues_by_id, journal.fsync)
         else:
             journal.open()
+            self.paging.recover({}, 0, {}, False)  # page files of an earlier run without persistence go
         for acfg in self.config.addresses:
             types = {rt.value for rt in acfg.routing_types}
             addr = self.topology.ensure_address(acfg.name, types, auto_created=False)

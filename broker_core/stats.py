@@ -6,6 +6,7 @@ from __future__ import annotations
 class BrokerStats:
     __slots__ = (
         "messages_acked",
+        "messages_dropped",
         "messages_expired",
         "messages_killed",
         "messages_routed",
@@ -14,6 +15,7 @@ class BrokerStats:
 
     def __init__(self) -> None:
         self.messages_routed = 0
+        self.messages_dropped = 0  # by an address's DROP policy
         self.messages_unrouted = 0
         self.messages_acked = 0
         self.messages_expired = 0

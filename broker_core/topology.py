@@ -17,7 +17,8 @@ from .events import Cause, Observers
 from .identity import MessageIndex
 from .journal import records
 from .persistence import Persistence
-from .queues import Address, Queue
+from .queues import Address, Queue, release_ref
+from .usage import Budget, Usage
 
 
 class Topology:
@@ -28,8 +29,10 @@ class Topology:
         observers: Observers,
         index: MessageIndex,
         log: logging.Logger,
+        budget: Budget | None = None,
     ) -> None:
         self.config = config
+        self.budget = budget or Budget()
         self.persistence = persistence
         self.observers = observers
         self.index = index
@@ -49,6 +52,27 @@ class Topology:
                 self._settings.clear()
             self._settings[address] = s
         return s
+
+    def usage_for(self, name: str, internal: bool) -> Usage:
+        """The memory limits and full policy of an address, from its settings. A store-and-forward
+        queue's (internal) address always pages: a mirror must never drop or refuse an event."""
+        s = self.settings_for(name)
+        return Usage(
+            name,
+            self.budget,
+            max_bytes=s.max_size_bytes,
+            max_messages=s.max_size_messages,
+            policy="PAGE" if internal else s.address_full_policy.value,
+            reject_threshold=s.max_size_bytes_reject_threshold,
+            read_bytes=s.max_read_page_bytes,
+            read_messages=s.max_read_page_messages,
+        )
+
+    def add_address(self, addr: Address) -> Address:
+        """Make `addr` known, with its usage (created here, or restored at recovery)."""
+        addr.usage = self.usage_for(addr.name, addr.internal)
+        self.addresses[addr.name] = addr
+        return addr
 
     # ------------------------------------------------------------------------------- addresses
 
@@ -77,7 +101,7 @@ class Topology:
             temporary=temporary,
         )
         self.next_address_id += 1
-        self.addresses[name] = addr
+        self.add_address(addr)
         self._persist_address(addr)
         self.log.debug("address %s created (%s)", name, ",".join(sorted(routing_types)))
         for o in self.observers.all:
@@ -174,8 +198,8 @@ class Topology:
         self.queues_by_id[q.id] = q
         addr = self.addresses.get(q.address)
         if addr is None:
-            addr = Address(q.address, {q.routing_type})
-            self.addresses[q.address] = addr
+            addr = self.add_address(Address(q.address, {q.routing_type}, internal=q.internal))
+        q.usage = addr.usage
         addr.queues.append(q)
 
     def delete_queue(self, name: str, cause: Cause | None = None) -> None:
@@ -189,10 +213,8 @@ class Topology:
         for c in list(q.consumers):  # first, so that what they held comes back before the release below
             c.kick("amqp:resource-deleted", f"queue {name} was deleted")
         for ref in q.messages:
-            msg = ref.message
-            msg.live_refs -= 1
-            if msg.live_refs <= 0:
-                self.index.forget(msg)
+            if release_ref(ref):
+                self.index.forget(ref.message)
         q.keep_only([])
         if q.durable and not q.temporary:
             self.persistence.persist(records.QueueRemoved(q.id))

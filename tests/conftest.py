@@ -103,6 +103,8 @@ TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest
     "mirror/test_scripted_peer.py": "adapter",
     "mirror/": "integration",
     "conformance/": "adapter",
+    "paging/": "integration",
+    "paging/test_paging_rules.py": "pure",
     "spark_dr/": "spark",
     "installed/": "installed",
     "test_layers.py": "pure",

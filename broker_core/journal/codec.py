@@ -23,6 +23,10 @@ from broker_core.journal.records import (
     MessageAdded,
     MessagesAcked,
     MetaRecord,
+    PageAcked,
+    PageCompleted,
+    PageRemoved,
+    PageWritten,
     QueueAdded,
     QueueRemoved,
     Record,
@@ -44,6 +48,10 @@ TYPE_META = 8
 TYPE_HIGHEST_IDS = 9
 TYPE_BATCH = 10  # not a record: says how many bytes of frames after it form one all-or-nothing batch
 TYPE_MESSAGES_ACKED = 11
+TYPE_PAGE_WRITTEN = 12
+TYPE_PAGE_ACKED = 13
+TYPE_PAGE_COMPLETED = 14
+TYPE_PAGE_REMOVED = 15
 
 _TYPE_CRC = [zlib.crc32(bytes([t])) for t in range(256)]
 
@@ -61,10 +69,13 @@ _ACK = struct.Struct("<QQBBq")  # queue_id, message_id, reason, flags, timestamp
 _ACKS_HEAD = struct.Struct("<QBBqI")  # queue_id, reason, flags, timestamp_ms, count; then the ids
 _DELIVERY_COUNT = struct.Struct("<QQI")
 _HIGHEST_IDS = struct.Struct("<QQQ")
+_PAGE_WRITTEN_HEAD = struct.Struct("<QQI")  # page, end, queue count; then (queue id, count) pairs
+_PAGE_ACK = struct.Struct("<QQQBBq")  # queue_id, message_id, page, reason, flags, timestamp_ms
+_PAGE_COMPLETED = struct.Struct("<QQ")  # queue_id, page
 
 _ADDR_AUTO, _ADDR_INTERNAL, _ADDR_ANYCAST, _ADDR_MULTICAST = 1, 2, 4, 8
 _Q_DURABLE, _Q_AUTO, _Q_INTERNAL, _Q_FILTER, _Q_MULTICAST = 1, 2, 4, 8, 16
-_MSG_VIA_MIRROR, _MSG_ORIGIN_BROKER, _MSG_ORIGIN_ID = 1, 2, 4
+_MSG_VIA_MIRROR, _MSG_ORIGIN_BROKER, _MSG_ORIGIN_ID, _MSG_TRANSIENT = 1, 2, 4, 8
 _ACK_VIA_MIRROR = 1
 
 
@@ -187,6 +198,8 @@ def _enc_queue_removed(r: QueueRemoved) -> tuple[int, bytes]:
 
 def _message_parts(r: MessageAdded) -> tuple[list[bytes], int]:
     flags = _MSG_VIA_MIRROR if r.via_mirror else 0
+    if not r.durable:
+        flags |= _MSG_TRANSIENT
     if r.origin_broker_id is not None:
         flags |= _MSG_ORIGIN_BROKER
     origin_id = 0
@@ -242,6 +255,27 @@ def _enc_highest_ids(r: HighestIds) -> tuple[int, bytes]:
     return TYPE_HIGHEST_IDS, _HIGHEST_IDS.pack(r.address_id, r.queue_id, r.message_id)
 
 
+def _enc_page_written(r: PageWritten) -> tuple[int, bytes]:
+    pairs = [n for pair in r.counts for n in pair]
+    counts = struct.pack(f"<{len(pairs)}Q", *pairs)
+    return TYPE_PAGE_WRITTEN, _PAGE_WRITTEN_HEAD.pack(r.page, r.end, len(r.counts)) + counts + _short(
+        r.address
+    )
+
+
+def _enc_page_acked(r: PageAcked) -> tuple[int, bytes]:
+    flags = _ACK_VIA_MIRROR if r.via_mirror else 0
+    return TYPE_PAGE_ACKED, _PAGE_ACK.pack(r.queue_id, r.message_id, r.page, r.reason, flags, r.timestamp_ms)
+
+
+def _enc_page_completed(r: PageCompleted) -> tuple[int, bytes]:
+    return TYPE_PAGE_COMPLETED, _PAGE_COMPLETED.pack(r.queue_id, r.page)
+
+
+def _enc_page_removed(r: PageRemoved) -> tuple[int, bytes]:
+    return TYPE_PAGE_REMOVED, _ID.pack(r.page)
+
+
 _ENCODERS: dict[type, Callable[..., tuple[int, bytes | list[bytes]]]] = {
     AddressAdded: _enc_address_added,
     AddressRemoved: _enc_address_removed,
@@ -251,6 +285,10 @@ _ENCODERS: dict[type, Callable[..., tuple[int, bytes | list[bytes]]]] = {
     DeliveryCountUpdated: _enc_delivery_count,
     MetaRecord: _enc_meta,
     HighestIds: _enc_highest_ids,
+    PageWritten: _enc_page_written,
+    PageAcked: _enc_page_acked,
+    PageCompleted: _enc_page_completed,
+    PageRemoved: _enc_page_removed,
 }
 
 
@@ -317,6 +355,7 @@ def _dec_message_added(buf: memoryview) -> MessageAdded:
         origin_broker_id=origin_broker,
         origin_message_id=origin_id if flags & _MSG_ORIGIN_ID else None,
         via_mirror=bool(flags & _MSG_VIA_MIRROR),
+        durable=not flags & _MSG_TRANSIENT,
     )
 
 
@@ -347,6 +386,27 @@ def _dec_highest_ids(buf: memoryview) -> HighestIds:
     return HighestIds(*_HIGHEST_IDS.unpack_from(buf, 0))
 
 
+def _dec_page_written(buf: memoryview) -> PageWritten:
+    page, end, count = _PAGE_WRITTEN_HEAD.unpack_from(buf, 0)
+    pairs = struct.unpack_from(f"<{2 * count}Q", buf, _PAGE_WRITTEN_HEAD.size)
+    address, _ = _read_short(buf, _PAGE_WRITTEN_HEAD.size + 16 * count)
+    counts = tuple((pairs[i], pairs[i + 1]) for i in range(0, len(pairs), 2))
+    return PageWritten(page, address, end, counts)
+
+
+def _dec_page_acked(buf: memoryview) -> PageAcked:
+    queue_id, message_id, page, reason, flags, ts = _PAGE_ACK.unpack_from(buf, 0)
+    return PageAcked(queue_id, message_id, page, reason, bool(flags & _ACK_VIA_MIRROR), ts)
+
+
+def _dec_page_completed(buf: memoryview) -> PageCompleted:
+    return PageCompleted(*_PAGE_COMPLETED.unpack_from(buf, 0))
+
+
+def _dec_page_removed(buf: memoryview) -> PageRemoved:
+    return PageRemoved(_ID.unpack_from(buf, 0)[0])
+
+
 _DECODERS: dict[int, Callable[[memoryview], Record]] = {
     TYPE_ADDRESS_ADDED: _dec_address_added,
     TYPE_ADDRESS_REMOVED: _dec_address_removed,
@@ -358,4 +418,8 @@ _DECODERS: dict[int, Callable[[memoryview], Record]] = {
     TYPE_DELIVERY_COUNT: _dec_delivery_count,
     TYPE_META: _dec_meta,
     TYPE_HIGHEST_IDS: _dec_highest_ids,
+    TYPE_PAGE_WRITTEN: _dec_page_written,
+    TYPE_PAGE_ACKED: _dec_page_acked,
+    TYPE_PAGE_COMPLETED: _dec_page_completed,
+    TYPE_PAGE_REMOVED: _dec_page_removed,
 }

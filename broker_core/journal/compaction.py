@@ -4,8 +4,8 @@ Crash safety comes from the order of steps (see layout.py for how recovery reads
 
 1. the caller has rolled the active segment, so every record so far is in a closed file and the
    snapshot below is exactly the state after those files (``covers_through`` = the last of them);
-2. write the generation files (``HighestIds``, addresses, queues, meta, then live messages in journal
-   order with their delivery counts) and fdatasync each;
+2. write the generation files (``HighestIds``, addresses, queues, meta, what is live of each page, then
+   live messages in journal order with their delivery counts) and fdatasync each;
 3. commit: write the marker atomically (tmp, fsync, rename, directory fsync);
 4. only then delete the superseded files.
 
@@ -29,7 +29,13 @@ from typing import Any
 from broker_core.journal.codec import FRAME_SIZE, TYPE_MESSAGE_ADDED, decode, encode
 from broker_core.journal.files import create_segment, fsync_dir, remove_files, write_all, write_atomically
 from broker_core.journal.layout import Marker, marker_name, pack_marker
-from broker_core.journal.records import DeliveryCountUpdated, HighestIds, MessageAdded, MetaRecord
+from broker_core.journal.records import (
+    DeliveryCountUpdated,
+    HighestIds,
+    MessageAdded,
+    MetaRecord,
+    PageCompleted,
+)
 from broker_core.journal.segment import HEADER_SIZE, KIND_COMPACTED, SegmentHeader, compacted_name
 from broker_core.journal.state import LiveMessage, LiveState
 
@@ -53,7 +59,7 @@ class CompactionResult:
     bytes_after: int
     seconds: float = 0.0
     # new homes, applied to the state only once the marker is durable
-    entity_locations: dict[tuple[str, Any], tuple[int, int]] = field(default_factory=dict)
+    entity_locations: dict[tuple[Any, ...], tuple[int, int]] = field(default_factory=dict)
     message_locations: list[tuple[LiveMessage, int, int, int]] = field(default_factory=list)
     segment_total: dict[int, int] = field(default_factory=dict)
     segment_live: dict[int, int] = field(default_factory=dict)
@@ -101,7 +107,7 @@ def remove_superseded(directory: Path, paths: list[Path], older_markers: list[Pa
 
 
 # What the snapshot yields: (frame bytes, live key or None, the live message or None)
-_Item = tuple[bytes, tuple[str, Any] | None, LiveMessage | None]
+_Item = tuple[bytes, tuple[Any, ...] | None, LiveMessage | None]
 
 
 def _snapshot(state: LiveState, sources: _Sources) -> Iterator[_Item]:
@@ -112,6 +118,13 @@ def _snapshot(state: LiveState, sources: _Sources) -> Iterator[_Item]:
         yield encode(queue), ("q", queue_id), None
     for key, value in state.meta.items():
         yield encode(MetaRecord(key, value)), ("m", key), None
+    for seq, page in state.pages.items():
+        yield encode(page.written), ("pw", seq), None
+        for queue_id in page.completed:
+            yield encode(PageCompleted(queue_id, seq)), ("pc", seq, queue_id), None
+        for queue_id, acks in page.acks.items():
+            for message_id, ack in acks.items():
+                yield encode(ack), ("pa", seq, queue_id, message_id), None
     for message_id, message in state.messages.items():
         yield _message_frame(message, sources), None, message
         for queue_id, count in (message.counts or {}).items():
@@ -161,7 +174,7 @@ class _GenerationWriter:
         self._position = 0
         self.result = CompactionResult(Marker(0, 0, 0, 0), {}, 0, 0)
 
-    def add(self, data: bytes, key: tuple[str, Any] | None, message: LiveMessage | None) -> None:
+    def add(self, data: bytes, key: tuple[Any, ...] | None, message: LiveMessage | None) -> None:
         if self._fd < 0 or (self._position + len(data) > self._plan.segment_size and self._buffer):
             self._next_file()
         offset = self._position

@@ -23,7 +23,7 @@ from broker_core.journal.layout import marker_name
 from broker_core.journal.records import Record
 from broker_core.journal.recovery import recover
 from broker_core.journal.state import LiveState, Recovered
-from broker_core.journal.writer import Entry, SegmentWriter
+from broker_core.journal.writer import Entry, SegmentWriter, Syncable
 
 Callback = Callable[[], None]
 Dispatch = Callable[[Callback], None]
@@ -118,6 +118,11 @@ class Journal:
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
+    @property
+    def fsync(self) -> bool:
+        """Whether writes are made durable (fdatasync); files the journal commits follow the same rule."""
+        return self._sync
+
     def add_tap(self, tap: BatchTap) -> None:
         """`tap(entries)` for every batch written from now on (writer thread; it must not block long)."""
         self._taps.append(tap)
@@ -129,8 +134,11 @@ class Journal:
         data = encode(rec)
         self._enqueue(Entry(data, (rec,), (len(data),)), on_durable)
 
-    def append_many(self, recs: Iterable[Record], on_durable: Callback | None = None) -> None:
-        """Queue several records, written contiguously in one segment, with one callback for all."""
+    def append_many(
+        self, recs: Iterable[Record], on_durable: Callback | None = None, syncs: tuple[Syncable, ...] = ()
+    ) -> None:
+        """Queue several records, written contiguously in one segment, with one callback for all; the
+        `syncs` (page files) are made durable before the batch is written."""
         records = tuple(recs)
         pieces: list[bytes] = [b""]  # the batch frame's place
         sizes: list[int] = []
@@ -142,7 +150,7 @@ class Journal:
         if len(records) > 1:  # all or nothing after a crash: an ack never survives without its mirror event
             pieces[0] = batch_frame(sum(sizes))
             lead = len(pieces[0])
-        self._enqueue(Entry(b"".join(pieces), records, tuple(sizes), lead), on_durable)
+        self._enqueue(Entry(b"".join(pieces), records, tuple(sizes), lead, syncs), on_durable)
 
     def _enqueue(self, entry: Entry, on_durable: Callback | None) -> None:
         with self._lock:

@@ -72,6 +72,7 @@ class MessageAdded:
     origin_broker_id: str | None
     origin_message_id: int | None
     via_mirror: bool
+    durable: bool  # False only in a page file: a non-durable message paged to bound memory
 
     def __init__(
         self,
@@ -85,6 +86,7 @@ class MessageAdded:
         origin_broker_id: str | None = None,
         origin_message_id: int | None = None,
         via_mirror: bool = False,
+        durable: bool = True,
     ) -> None:
         self.message_id = message_id
         self.address = address
@@ -96,6 +98,7 @@ class MessageAdded:
         self.origin_broker_id = origin_broker_id
         self.origin_message_id = origin_message_id
         self.via_mirror = via_mirror
+        self.durable = durable
 
 
 @dataclass(slots=True, init=False)
@@ -159,6 +162,66 @@ class HighestIds:
     message_id: int
 
 
+# Paging (broker_core/paging/): messages of an address over its memory limit go to page files, written
+# as `MessageAdded` frames; the journal holds what is committed of each page and which references
+# in it are gone. Page numbers are unique per broker, whatever the address.
+
+
+@dataclass(frozen=True, slots=True)
+class PageWritten:
+    """Page file `page` of `address` is committed up to byte `end`, holding `counts` durable references
+    per queue (queue id, count). The last record of a page wins; written in the batch that commits the
+    page's bytes (which were synced first), so a crash can never keep a page record the journal lacks."""
+
+    page: int
+    address: str
+    end: int
+    counts: tuple[tuple[int, int], ...]
+
+
+@dataclass(slots=True, init=False)
+class PageAcked:
+    """A paged message's reference on one queue gone (the paged form of `MessageAcked`)."""
+
+    queue_id: int
+    message_id: int
+    page: int
+    reason: int
+    via_mirror: bool
+    timestamp_ms: int
+
+    def __init__(
+        self,
+        queue_id: int,
+        message_id: int,
+        page: int,
+        reason: int = AckReason.NORMAL,
+        via_mirror: bool = False,
+        timestamp_ms: int = 0,
+    ) -> None:
+        self.queue_id = queue_id
+        self.message_id = message_id
+        self.page = page
+        self.reason = reason
+        self.via_mirror = via_mirror
+        self.timestamp_ms = timestamp_ms
+
+
+@dataclass(frozen=True, slots=True)
+class PageCompleted:
+    """Every reference of `queue_id` in `page` is gone (its `PageAcked` records die with this)."""
+
+    queue_id: int
+    page: int
+
+
+@dataclass(frozen=True, slots=True)
+class PageRemoved:
+    """The page file is deleted (every queue completed it): every record about the page dies."""
+
+    page: int
+
+
 Record = (
     AddressAdded
     | AddressRemoved
@@ -170,4 +233,8 @@ Record = (
     | DeliveryCountUpdated
     | MetaRecord
     | HighestIds
+    | PageWritten
+    | PageAcked
+    | PageCompleted
+    | PageRemoved
 )

@@ -7,7 +7,11 @@ each record right after writing it), so that both always agree on what is live. 
   queue is removed; references to queues that do not exist are dropped when the message is applied;
 * every record's bytes count in ``segment_total`` of its segment, and in ``segment_live`` only while
   compaction would keep it (acks, delivery counts, removals and ``HighestIds`` are dead at once, since
-  compaction re-creates their effect from this state).
+  compaction re-creates their effect from this state);
+* a page (paging: message bodies in page files, see records.py) is known from its first
+  ``PageWritten`` until its ``PageRemoved``; its last ``PageWritten``, the ``PageCompleted`` of each
+  queue and the ``PageAcked`` of queues that have not completed it are live. Page references are
+  never held here one by one: a paged message costs this state nothing until it is acked.
 """
 
 from __future__ import annotations
@@ -25,6 +29,10 @@ from broker_core.journal.records import (
     MessageAdded,
     MessagesAcked,
     MetaRecord,
+    PageAcked,
+    PageCompleted,
+    PageRemoved,
+    PageWritten,
     QueueAdded,
     QueueRemoved,
     Record,
@@ -41,6 +49,15 @@ class RecoveredMessage:
 
 
 @dataclass(slots=True)
+class LivePage:
+    """What the journal knows of one page file."""
+
+    written: PageWritten  # the last one: how far the page is committed, and its references per queue
+    completed: set[int] = field(default_factory=set)  # queues with no reference left in the page
+    acks: dict[int, dict[int, PageAcked]] = field(default_factory=dict)  # by queue, by message id
+
+
+@dataclass(slots=True)
 class Recovered:
     """The live state replayed by ``Journal.open``; dicts are in journal order."""
 
@@ -51,6 +68,8 @@ class Recovered:
     max_address_id: int = 0
     max_queue_id: int = 0
     max_message_id: int = 0
+    pages: dict[int, LivePage] = field(default_factory=dict)
+    max_page: int = 0
 
 
 @dataclass(slots=True, init=False)  # one per durable message: a compiled __init__ (see records.py)
@@ -85,8 +104,10 @@ class LiveState:
         self.queues: dict[int, QueueAdded] = {}
         self.messages: dict[int, LiveMessage] = {}
         self.meta: dict[str, bytes] = {}
-        self.locations: dict[tuple[str, Any], Location] = {}  # addresses, queues, meta keys
+        self.locations: dict[tuple[Any, ...], Location] = {}  # addresses, queues, meta keys, pages
         self.max_ids = [0, 0, 0]  # address, queue, message
+        self.pages: dict[int, LivePage] = {}
+        self.max_page = 0
         self.segment_total: dict[int, int] = {}
         self.segment_live: dict[int, int] = {}
         # recovery keeps the decoded messages to hand them to the server; the running journal does not
@@ -102,6 +123,10 @@ class LiveState:
             DeliveryCountUpdated: self._delivery_count,
             MetaRecord: self._meta,
             HighestIds: self._highest_ids,
+            PageWritten: self._page_written,
+            PageAcked: self._page_acked,
+            PageCompleted: self._page_completed,
+            PageRemoved: self._page_removed,
         }
 
     def apply(self, record: Record, seq: int, offset: int, size: int) -> None:
@@ -151,7 +176,13 @@ class LiveState:
             for mid, m in self.messages.items()
         }
         a, q, m = self.max_ids
-        return Recovered(dict(self.addresses), dict(self.queues), messages, dict(self.meta), a, q, m)
+        pages = {
+            seq: LivePage(p.written, set(p.completed), {qid: dict(acks) for qid, acks in p.acks.items()})
+            for seq, p in self.pages.items()
+        }
+        return Recovered(
+            dict(self.addresses), dict(self.queues), messages, dict(self.meta), a, q, m, pages, self.max_page
+        )
 
     def forget_segment(self, seq: int) -> None:
         self.segment_total.pop(seq, None)
@@ -159,12 +190,12 @@ class LiveState:
 
     # --- accounting ---
 
-    def _live(self, key: tuple[str, Any], seq: int, size: int) -> None:
+    def _live(self, key: tuple[Any, ...], seq: int, size: int) -> None:
         self._dead(key)
         self.locations[key] = (seq, size)
         self.segment_live[seq] = self.segment_live.get(seq, 0) + size
 
-    def _dead(self, key: tuple[str, Any]) -> None:
+    def _dead(self, key: tuple[Any, ...]) -> None:
         loc = self.locations.pop(key, None)
         if loc is not None:
             self.segment_live[loc[0]] -= loc[1]
@@ -198,6 +229,11 @@ class LiveState:
         # rare and administrative, so a scan is fine; an index per queue would cost on every message
         for mid in [mid for mid, m in self.messages.items() if r.queue_id in m.refs]:
             self._drop_ref(mid, self.messages[mid], r.queue_id)
+        for seq, page in self.pages.items():
+            self._drop_page_acks(seq, page, r.queue_id)
+            if r.queue_id in page.completed:
+                page.completed.discard(r.queue_id)
+                self._dead(("pc", seq, r.queue_id))
 
     def _message_added(self, r: MessageAdded, seq: int, offset: int, size: int) -> None:
         # once per durable message on the writer thread: the id bumps are inlined
@@ -255,6 +291,48 @@ class LiveState:
         self._bump(0, r.address_id)
         self._bump(1, r.queue_id)
         self._bump(2, r.message_id)
+
+    def _page_written(self, r: PageWritten, seq: int, _offset: int, size: int) -> None:
+        if r.page > self.max_page:
+            self.max_page = r.page
+        page = self.pages.get(r.page)
+        if page is None:
+            self.pages[r.page] = LivePage(r)
+        else:
+            page.written = r
+        self._live(("pw", r.page), seq, size)
+
+    def _page_acked(self, r: PageAcked, seq: int, _offset: int, size: int) -> None:
+        page = self.pages.get(r.page)
+        if page is None or r.queue_id in page.completed or r.queue_id not in self.queues:
+            return  # the page or the queue is gone, or the queue completed the page: dead at once
+        acks = page.acks.get(r.queue_id)
+        if acks is None:
+            acks = page.acks[r.queue_id] = {}
+        acks[r.message_id] = r
+        self._live(("pa", r.page, r.queue_id, r.message_id), seq, size)
+
+    def _page_completed(self, r: PageCompleted, seq: int, _offset: int, size: int) -> None:
+        page = self.pages.get(r.page)
+        if page is None or r.queue_id not in self.queues:
+            return
+        self._drop_page_acks(r.page, page, r.queue_id)
+        page.completed.add(r.queue_id)
+        self._live(("pc", r.page, r.queue_id), seq, size)
+
+    def _page_removed(self, r: PageRemoved, _seq: int, _offset: int, _size: int) -> None:
+        page = self.pages.pop(r.page, None)
+        if page is None:
+            return
+        self._dead(("pw", r.page))
+        for queue_id in list(page.acks):
+            self._drop_page_acks(r.page, page, queue_id)
+        for queue_id in page.completed:
+            self._dead(("pc", r.page, queue_id))
+
+    def _drop_page_acks(self, seq: int, page: LivePage, queue_id: int) -> None:
+        for message_id in page.acks.pop(queue_id, {}):
+            self._dead(("pa", seq, queue_id, message_id))
 
     def _drop_ref(self, mid: int, m: LiveMessage, queue_id: int) -> None:
         m.refs.remove(queue_id)

@@ -9,11 +9,18 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from broker_core.journal.files import create_segment, write_all
 from broker_core.journal.records import Record
 from broker_core.journal.segment import HEADER_SIZE, KIND_PLAIN, SegmentHeader, plain_name
 from broker_core.journal.state import LiveState
+
+
+class Syncable(Protocol):
+    """A file the entry's records commit (a page file): synced before the entry is written."""
+
+    def sync(self) -> None: ...
 
 
 @dataclass(slots=True, init=False)  # a compiled __init__ (see records.py)
@@ -24,14 +31,21 @@ class Entry:
     records: tuple[Record, ...]
     sizes: tuple[int, ...]  # frame size of each record
     lead: int  # bytes before the first record's frame (a batch frame)
+    syncs: tuple[Syncable, ...]
 
     def __init__(
-        self, data: bytes, records: tuple[Record, ...], sizes: tuple[int, ...], lead: int = 0
+        self,
+        data: bytes,
+        records: tuple[Record, ...],
+        sizes: tuple[int, ...],
+        lead: int = 0,
+        syncs: tuple[Syncable, ...] = (),
     ) -> None:
         self.data = data
         self.records = records
         self.sizes = sizes
         self.lead = lead
+        self.syncs = syncs
 
 
 class SegmentWriter:
@@ -67,6 +81,10 @@ class SegmentWriter:
 
     def write_batch(self, entries: list[Entry]) -> None:
         """Write ``entries`` in order and make them durable (one fdatasync unless a roll happened)."""
+        if self._sync:
+            for entry in entries:
+                for file in entry.syncs:
+                    file.sync()
         chunk: list[bytes] = []
         for entry in entries:
             size = len(entry.data)

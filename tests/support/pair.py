@@ -38,6 +38,7 @@ BROKER_XML = """<?xml version="1.0"?>
     <persistence-enabled>{persistence}</persistence-enabled>
     <security-enabled>false</security-enabled>
     <journal-directory>{home}/journal</journal-directory>
+    <paging-directory>{home}/paging</paging-directory>
     <acceptors><acceptor name="amqp">tcp://127.0.0.1:{port}?protocols=AMQP;anycastPrefix=anycast://;multicastPrefix=multicast://</acceptor></acceptors>
     <broker-connections>{connections}</broker-connections>
     <address-settings>{settings}</address-settings>

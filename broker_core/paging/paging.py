@@ -1,0 +1,463 @@
+"""Paging: an address over its memory limit keeps its new messages in page files, not in memory.
+
+Artemis's model (address-full-policy PAGE): once an address is over `max-size-bytes` (or the broker
+over `global-max-size`), every new message for it is appended to the address's current page file, and
+keeps going there, to keep each queue's order, until every queue has read back everything paged and
+the address is under its limit again. A queue reads its paged references back in order (`fill`) when it
+runs dry and a consumer could take more: at most `max-read-page-bytes` (or `-messages`) at a time, so
+memory stays bounded however long the backlog.
+
+Durability, without one more record per message in the journal:
+- a page record is appended by the event loop (page cache), so routing never waits for the disk;
+- at the end of the loop turn the journal batch carries a `PageWritten` for each page written to
+  (how far it is committed, and its references per queue), and the writer thread syncs those pages
+  before it writes that batch: a durable paged message is confirmed only when both are on disk, and a
+  crash in between leaves page bytes that recovery cuts off (the journal never committed them);
+- a cursor reads only what a finished batch made visible, so nothing is delivered, nor sent to a
+  mirror, before it is durable;
+- acknowledging a paged reference writes `PageAcked`; a queue that has read past a closed page and let
+  go of all it read there writes `PageCompleted`, which makes its `PageAcked` records dead; a page every
+  queue completed is removed (`PageRemoved`, then the file).
+Memory: a paged reference costs nothing until it is read back; per page only a few counters.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from broker_core.events import Cause, Observer
+from broker_core.identity import MessageIndex
+from broker_core.journal.codec import encode
+from broker_core.journal.records import MessageAdded, PageCompleted, PageRemoved, PageWritten
+from broker_core.journal.segment import HEADER_SIZE
+from broker_core.journal.state import LivePage
+from broker_core.persistence import Callback, Persistence
+from broker_core.queues import Address, MessageRef, Queue, StoredMessage, hold_ref
+from broker_core.usage import Admission, Usage
+
+from .pagefile import PageFile, parse_page_name
+from .reader import PageCorrupt, records
+from .store import Page, PageCursor, PageStore
+
+LAST_PAGE = "paging.last-page"  # meta key: page numbers are never reused
+
+
+class Paging(Observer):
+    def __init__(
+        self,
+        directory: Path,
+        persistence: Persistence,
+        index: MessageIndex,
+        page_size_for: Callable[[str], int],
+        log: logging.Logger,
+    ) -> None:
+        self.directory = directory
+        self.persistence = persistence
+        self.index = index
+        self.page_size_for = page_size_for
+        self.log = log
+        self.stores: dict[str, PageStore] = {}  # by address
+        self.next_page = 1
+        self.on_visible: Callable[[Queue], None] = lambda queue: queue.dispatch()
+        self._appended: dict[int, Page] = {}  # pages written to since the last journal batch
+
+    # ------------------------------------------------------------------------------ routing
+
+    def admit(self, usage: Usage, cost: int) -> Admission:
+        """What to do with a message of `cost` bytes for an address that pages or is over a limit."""
+        store = self._store(usage)
+        if store is not None:
+            if usage.paged or usage.over(cost):
+                return Admission.PAGE  # while anything is paged, new messages queue up behind it
+            self._stop_appending(store)
+            return Admission.MEMORY
+        if not usage.over(cost):
+            return Admission.MEMORY
+        policy = usage.policy
+        if policy == "PAGE":
+            return Admission.PAGE
+        if policy == "BLOCK":  # producers get no more credit (usage.may_send); what is in flight is taken
+            threshold = usage.reject_threshold
+            return Admission.FAIL if threshold >= 0 and usage.bytes + cost > threshold else Admission.MEMORY
+        return Admission.FAIL if policy == "FAIL" else Admission.DROP
+
+    def page(self, usage: Usage, record: MessageAdded, queues: list[Queue]) -> tuple[Page, int]:
+        """Append a message's record for `queues` (all of `usage`'s address) to its current page; returns
+        where, for `undo`. OSError (a full disk) leaves nothing behind."""
+        store = self._store(usage) or self._open_store(usage)
+        data = encode(record)
+        page = store.current
+        if page is None or (page.file.end + len(data) > store.page_size and page.file.end > HEADER_SIZE):
+            if page is not None:
+                self._close(store, page)
+            page = self._new_page(store)
+        start = page.file.append(data)
+        journalled = record.durable and self.persistence.enabled
+        counts, durable_counts, cursors = page.counts, page.durable_counts, store.cursors
+        for q in queues:
+            qid = q.id
+            counts[qid] = counts.get(qid, 0) + 1
+            page.needed.add(qid)
+            if journalled and q.durable and not q.temporary:
+                durable_counts[qid] = durable_counts.get(qid, 0) + 1
+                page.dirty = True
+            q.paged += 1
+            q.added += 1
+            if qid not in cursors:
+                cursors[qid] = PageCursor(q, page.seq, start)
+                q.pager = self
+        usage.paged += len(queues)
+        self._appended[page.seq] = page
+        self.persistence.schedule()
+        return page, start
+
+    def undo(self, usage: Usage, where: tuple[Page, int], queues: list[Queue]) -> None:
+        """Take back a `page` (a routing that failed after it)."""
+        page, start = where
+        page.file.cut(start)
+        for q in queues:
+            qid = q.id
+            page.counts[qid] -= 1
+            if page.durable_counts.get(qid):
+                page.durable_counts[qid] -= 1
+            q.paged -= 1
+            q.added -= 1
+        usage.paged -= len(queues)
+
+    # ---------------------------------------------------------------------------- reading back
+
+    def fill(self, queue: Queue) -> bool:
+        """Read the queue's next paged references into it (up to the address's max-read-page limits)."""
+        store = self._store(queue.usage)
+        cursor = store.cursors.get(queue.id) if store is not None else None
+        if store is None or cursor is None:
+            return False
+        usage = queue.usage
+        most = usage.read_messages if usage.read_messages > 0 else 1 << 30
+        budget = usage.read_bytes if usage.read_bytes > 0 else 1 << 20
+        got: list[MessageRef] = []
+        for page in list(store.pages.values()):
+            if page.seq < cursor.page:
+                continue
+            if page.seq > cursor.page:
+                cursor.page, cursor.offset = page.seq, HEADER_SIZE
+            if queue.id not in page.needed:
+                if page.closed:
+                    continue  # nothing of this queue's in it
+                break  # the current page: later records may be this queue's
+            budget = self._read(store, cursor, page, got, most, budget)
+            if len(got) >= most or budget <= 0:
+                break
+            if not cursor.read_past(page):
+                break  # the rest of this page is not visible yet
+            self._maybe_complete(store, cursor, page)
+        if not got:
+            return False
+        queue.paged -= len(got)
+        usage.paged -= len(got)
+        queue.restore_many(got)
+        self._settle(store)
+        return True
+
+    def _read(
+        self, store: PageStore, cursor: PageCursor, page: Page, got: list[MessageRef], most: int, budget: int
+    ) -> int:
+        """Read `page` from the cursor on, into `got`; returns what is left of the byte budget."""
+        queue, seq = cursor.queue, page.seq
+        acked = cursor.acked.get(seq)
+        start = len(got)
+        try:
+            for end, record in records(page.file, cursor.offset, page.visible):
+                cursor.offset = end
+                if queue.id not in record.queue_ids or (page.recovered and not record.durable):
+                    continue
+                if acked and record.message_id in acked:
+                    acked.discard(record.message_id)  # acknowledged while paged: counted then
+                    continue
+                got.append(self._reference(queue, record, seq))
+                budget -= len(record.body)
+                if len(got) >= most or budget <= 0:
+                    break
+        except PageCorrupt as exc:
+            self.log.error(
+                "AMQ222187: page %s of address %s is corrupt (%s); queue %s skips the rest of it",
+                page.file.path.name,
+                store.address,
+                exc,
+                queue.name,
+            )
+            cursor.offset = page.file.end
+            page.closed = True
+        read = len(got) - start
+        if read:
+            cursor.outstanding[seq] = cursor.outstanding.get(seq, 0) + read
+        return budget
+
+    def _reference(self, queue: Queue, record: MessageAdded, page: int) -> MessageRef:
+        msg = StoredMessage(
+            record.message_id,
+            record.address,
+            record.body,
+            record.durable,
+            record.expiry_ms,
+            record.timestamp_ms,
+            record.priority,
+        )
+        msg.origin_broker_id = record.origin_broker_id
+        msg.origin_message_id = record.origin_message_id
+        msg.via_mirror = record.via_mirror
+        ref = MessageRef(msg, queue, page=page)
+        hold_ref(ref)
+        if not queue.internal and self.index.get(*self.index.identity_of(msg)) is None:
+            self.index.add(msg)  # a mirrored acknowledgement finds it (one copy per identity is enough)
+        return ref
+
+    def released(self, ref: MessageRef) -> None:
+        """A reference read back from a page is gone (acknowledged, expired, dropped with its queue)."""
+        queue = ref.queue
+        store = self._store(queue.usage)
+        cursor = store.cursors.get(queue.id) if store is not None else None
+        if store is None or cursor is None:
+            return
+        left = cursor.outstanding.get(ref.page, 0) - 1
+        if left > 0:
+            cursor.outstanding[ref.page] = left
+            return
+        cursor.outstanding.pop(ref.page, None)
+        page = store.pages.get(ref.page)
+        if page is not None:
+            self._maybe_complete(store, cursor, page)
+        self._settle(store)
+
+    # ------------------------------------------------------------------------------ page life
+
+    def _maybe_complete(self, store: PageStore, cursor: PageCursor, page: Page) -> None:
+        queue = cursor.queue
+        if cursor.outstanding.get(page.seq) or queue.id not in page.needed or not cursor.read_past(page):
+            return
+        page.needed.discard(queue.id)
+        cursor.acked.pop(page.seq, None)
+        if page.durable_counts.get(queue.id) and self.persistence.enabled:
+            self.persistence.persist(PageCompleted(queue.id, page.seq))
+        if not page.needed:
+            self._remove(store, page)
+
+    def _remove(self, store: PageStore, page: Page) -> None:
+        if not page.closed:
+            return  # the current page: it goes when the address stops paging or the page is full
+        store.pages.pop(page.seq, None)
+        if page.journalled and self.persistence.enabled:
+            self.persistence.persist(PageRemoved(page.seq))
+            self.persistence.after_durable(page.file.remove)
+        else:
+            page.file.remove()
+        if store.empty and not store.usage.paged:
+            self._drop_store(store)
+
+    def _close(self, store: PageStore, page: Page) -> None:
+        page.closed = True
+        if store.current is page:
+            store.current = None
+        for cursor in list(store.cursors.values()):
+            self._maybe_complete(store, cursor, page)
+        if page.seq in store.pages and not page.needed:
+            self._remove(store, page)
+
+    def _new_page(self, store: PageStore) -> Page:
+        seq = self.next_page
+        self.next_page = seq + 1
+        if self.persistence.enabled:
+            self.persistence.set_meta(LAST_PAGE, str(seq).encode(), coalesce=True)
+        page = Page(PageFile.create(self.directory, seq), store.address)
+        store.pages[seq] = page
+        store.current = page
+        return page
+
+    def _open_store(self, usage: Usage) -> PageStore:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        store = PageStore(usage.address, usage, self.directory, self.page_size_for(usage.address))
+        self.stores[usage.address] = store
+        usage.store = store
+        budget = usage.budget
+        self.log.info(
+            "AMQ222038: Starting paging on address '%s'; size=%d bytes (%d messages); maxSize=%d bytes "
+            "(%d messages); globalSize=%d bytes (%d messages); globalMaxSize=%d bytes (%d messages)",
+            usage.address,
+            usage.bytes,
+            usage.messages,
+            usage.max_bytes,
+            usage.max_messages,
+            budget.bytes,
+            budget.messages,
+            budget.max_bytes,
+            budget.max_messages,
+        )
+        return store
+
+    def _settle(self, store: PageStore) -> None:
+        """Leave paging as soon as everything paged was read back and the address has room again (the
+        current page then closes, and goes once its last references are gone)."""
+        usage = store.usage
+        if store.current is not None and not usage.paged and not usage.over(0):
+            self._stop_appending(store)
+
+    def _stop_appending(self, store: PageStore) -> None:
+        """Nothing is left to read back and the address is under its limits: new messages go to memory."""
+        if store.current is not None:
+            self._close(store, store.current)
+        if store.empty and store.address in self.stores:
+            self._drop_store(store)
+
+    def _drop_store(self, store: PageStore) -> None:
+        self.stores.pop(store.address, None)
+        usage = store.usage
+        usage.store = None
+        for cursor in store.cursors.values():
+            cursor.queue.pager = None
+        store.cursors.clear()
+        self.log.info(
+            "AMQ224108: Stopped paging on address '%s'; size=%d bytes (%d messages)",
+            usage.address,
+            usage.bytes,
+            usage.messages,
+        )
+
+    def _store(self, usage: Usage) -> PageStore | None:
+        store = usage.store
+        return store if isinstance(store, PageStore) else None
+
+    # -------------------------------------------------------------------------- journal batches
+
+    def on_batch(self) -> Callback | None:
+        """The persistence's batch hook (registered by the router, after its own): as a journal batch
+        is made, commit the pages written to (their `PageWritten`, synced first), and once the batch is
+        on disk, let cursors read what it committed."""
+        if not self._appended:
+            return None
+        pages, self._appended = self._appended, {}
+        marks: list[tuple[Page, int]] = []
+        persistence = self.persistence
+        for page in pages.values():
+            end = page.file.end
+            if page.dirty:
+                page.dirty = False
+                page.journalled = True
+                counts = tuple(page.durable_counts.items())
+                persistence.persist_now(PageWritten(page.seq, page.address, end, counts))
+                persistence.sync_first(page.file)
+            marks.append((page, end))
+        return lambda: self._visible(marks)
+
+    def _visible(self, marks: list[tuple[Page, int]]) -> None:
+        touched: dict[str, PageStore] = {}
+        for page, end in marks:
+            if end > page.visible:
+                page.visible = end
+            store = self.stores.get(page.address)
+            if store is not None:
+                touched[page.address] = store
+        for store in touched.values():
+            for cursor in list(store.cursors.values()):
+                queue = cursor.queue
+                if queue.consumers and not queue.messages and queue.paged:
+                    self.on_visible(queue)
+
+    # ------------------------------------------------------------------------------ observer
+
+    def queue_removed(self, queue: Queue, cause: Cause | None) -> None:
+        store = self._store(queue.usage)
+        if store is None:
+            return
+        store.cursors.pop(queue.id, None)
+        queue.pager = None
+        store.usage.paged -= queue.paged
+        queue.paged = 0
+        for page in list(store.pages.values()):
+            if queue.id in page.needed:
+                page.needed.discard(queue.id)
+                if not page.needed:
+                    self._remove(store, page)
+        if store.empty and store.address in self.stores:
+            self._drop_store(store)
+
+    def address_removed(self, address: Address, cause: Cause | None) -> None:
+        store = self.stores.get(address.name)
+        if store is None:
+            return
+        for page in list(store.pages.values()):
+            page.closed = True
+            self._remove(store, page)
+        if store.address in self.stores:
+            self._drop_store(store)
+
+    # ------------------------------------------------------------------------------ recovery
+
+    def recover(
+        self, pages: dict[int, LivePage], last_page: int, queues_by_id: dict[int, Queue], sync: bool
+    ) -> None:
+        """Reopen the pages the journal committed (cut back to it), with each queue's cursor at its first
+        page not completed; remove page files it never committed."""
+        on_disk: dict[int, Path] = {}
+        if self.directory.is_dir():
+            for path in self.directory.iterdir():
+                seq = parse_page_name(path.name)
+                if seq is not None:
+                    on_disk[seq] = path
+        self.next_page = max([last_page, *pages, *on_disk], default=0) + 1
+        for seq in sorted(pages):
+            self._reopen(seq, pages[seq], on_disk.pop(seq, None), queues_by_id, sync)
+        for path in on_disk.values():
+            self.log.info("paging: removing %s, which the journal never committed", path.name)
+            path.unlink(missing_ok=True)
+        for store in list(self.stores.values()):
+            for page in list(store.pages.values()):
+                if not page.needed:
+                    self._remove(store, page)
+            if store.empty and store.address in self.stores:
+                self._drop_store(store)
+
+    def _reopen(
+        self, seq: int, live: LivePage, path: Path | None, queues_by_id: dict[int, Queue], sync: bool
+    ) -> None:
+        written = live.written
+        queues = [(queues_by_id.get(qid), count) for qid, count in written.counts]
+        usage = next((q.usage for q, _ in queues if q is not None), None)
+        if path is None or usage is None:
+            if path is None:
+                self.log.error(
+                    "AMQ222186: page %d of address %s is missing: its messages are lost", seq, written.address
+                )
+            elif path is not None:
+                path.unlink(missing_ok=True)
+            if self.persistence.enabled:
+                self.persistence.persist(PageRemoved(seq))
+            return
+        file = PageFile.reopen(path, seq, written.end, sync)
+        if file.end < written.end:
+            self.log.error(
+                "AMQ222187: page %s of address %s is shorter than committed (%d of %d bytes)",
+                path.name,
+                written.address,
+                file.end,
+                written.end,
+            )
+        page = Page(file, written.address, recovered=True)
+        store = self._store(usage) or self._open_store(usage)
+        store.pages[seq] = page
+        for q, count in queues:
+            if q is None or q.usage is not usage or q.id in live.completed or not count:
+                continue
+            page.counts[q.id] = page.durable_counts[q.id] = count
+            page.needed.add(q.id)
+            cursor = store.cursors.get(q.id)
+            if cursor is None:
+                cursor = store.cursors[q.id] = PageCursor(q, seq)
+                q.pager = self
+            acked = live.acks.get(q.id)
+            if acked:
+                cursor.acked[seq] = set(acked)
+            left = count - len(acked or ())
+            q.paged += left
+            usage.paged += left

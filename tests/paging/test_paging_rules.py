@@ -1,0 +1,167 @@
+"""Paging and address-full policies on whole brokers joined in memory (tests/support/pair.py).
+
+- PAGE: past max-size-bytes, new messages go to page files, memory stays bounded, and the queue reads
+  them back in order as consumers drain it; consumed pages are deleted; a restart keeps what was paged
+  and not acknowledged, exactly once.
+- A mirror's store-and-forward queue pages like any other, and catches up in order.
+- FAIL refuses with amqp:resource-limit-exceeded; DROP accepts, drops and counts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from broker_core.message import MessageView, section_value
+from mirror import wire
+from tests.support.pair import MemoryClient, Network
+
+LIMITED = """<address-setting match="orders">
+  <max-size-bytes>{max_size}</max-size-bytes>
+  <page-size-bytes>{page_size}</page-size-bytes>
+  <max-read-page-messages>{read}</max-read-page-messages>
+  <address-full-policy>{policy}</address-full-policy>
+</address-setting>"""
+
+
+def settings(max_size: int = 20_000, page_size: int = 8_000, read: int = 5, policy: str = "PAGE") -> str:
+    return LIMITED.format(max_size=max_size, page_size=page_size, read=read, policy=policy)
+
+
+def body_of(payload: bytes) -> str:
+    view = MessageView(payload)
+    for code, start, _ in view.all_sections():
+        if code == 0x77:
+            value = section_value(payload, start)
+            assert isinstance(value, str)
+            return value
+    raise AssertionError("no amqp-value body")
+
+
+def pages(net: Network, name: str) -> list[str]:
+    directory = net.home / name / "paging"
+    return sorted(p.name for p in directory.glob("page-*.page")) if directory.exists() else []
+
+
+def drain(client: MemoryClient, address: str, credit: int = 7) -> list[str]:
+    got: list[str] = []
+    while True:
+        batch = client.receive(address, credit)
+        if not batch:
+            return got
+        got += [body_of(p) for p in batch]
+
+
+@pytest.fixture
+def net(tmp_path: Path) -> Network:
+    return Network(tmp_path)
+
+
+def test_past_its_limit_an_address_pages_and_reads_back_in_order(net: Network) -> None:
+    net.broker("dc1", persistence=True, settings=settings())
+    net.start_all()
+    client = net.client("dc1")
+    sent = [client.send("orders", f"m{i:03d}-" + "x" * 100) for i in range(200)]
+    net.pump()
+    assert all(client.accepted(d) for d in sent)
+    server = net.server("dc1")
+    queue = server.queues["orders"]
+    usage = server.addresses["orders"].usage
+    assert queue.depth == 200
+    assert queue.paged > 150  # most of them wait on disk
+    assert usage.bytes <= 20_000  # memory stayed under max-size-bytes
+    assert len(pages(net, "dc1")) >= 3  # page-size-bytes 8,000: several pages
+    got = drain(client, "orders")
+    assert got == [f"m{i:03d}-" + "x" * 100 for i in range(200)]
+    net.pump()
+    assert queue.depth == 0 and queue.paged == 0
+    assert pages(net, "dc1") == []  # every page consumed, so deleted
+    assert usage.store is None and usage.bytes == 0
+
+
+def test_new_messages_stay_behind_paged_ones_until_the_pages_are_read(net: Network) -> None:
+    net.broker("dc1", persistence=True, settings=settings(max_size=5_000, read=3))
+    net.start_all()
+    client = net.client("dc1")
+    for i in range(60):
+        client.send("orders", f"a{i}")
+    net.pump()
+    got = [body_of(p) for p in client.receive("orders", 10)]  # some read back; memory has room again
+    for i in range(20):
+        client.send("orders", f"b{i}")
+    net.pump()
+    got += drain(client, "orders")
+    assert got == [f"a{i}" for i in range(60)] + [f"b{i}" for i in range(20)]
+
+
+def test_paged_messages_survive_a_restart_exactly_once(net: Network) -> None:
+    net.broker("dc1", persistence=True, settings=settings())
+    net.start_all()
+    client = net.client("dc1")
+    for i in range(150):
+        client.send("orders", f"m{i}")
+    net.pump()
+    consumed = [body_of(p) for p in client.receive("orders", 40)]  # some from memory, some paged
+    assert consumed == [f"m{i}" for i in range(40)]
+    net.stop("dc1")
+    net.broker("dc1", persistence=True, settings=settings())
+    net.start("dc1")
+    queue = net.server("dc1").queues["orders"]
+    assert queue.depth == 110
+    client = net.client("dc1")
+    assert drain(client, "orders") == [f"m{i}" for i in range(40, 150)]
+    net.pump()
+    assert pages(net, "dc1") == []
+
+
+def test_a_store_and_forward_queue_pages_while_its_target_is_down_and_catches_up(net: Network) -> None:
+    snf_settings = settings() + (
+        '<address-setting match="$ACTIVEMQ_ARTEMIS_MIRROR_dc2"><max-size-bytes>10000</max-size-bytes>'
+        "<page-size-bytes>6000</page-size-bytes></address-setting>"
+    )
+    net.broker("dc1", persistence=True, mirror_to="dc2", settings=snf_settings)
+    net.broker("dc2", persistence=True, settings=settings(max_size=1_000_000))
+    net.start("dc1")
+    client = net.client("dc1")
+    for i in range(120):
+        client.send("orders", f"m{i}")
+    net.pump()
+    got = [body_of(p) for p in client.receive("orders", 30)]  # acks become events too
+    assert len(got) == 30
+    snf_queue = net.server("dc1").queues[wire.snf_name("dc2")]
+    assert snf_queue.paged > 0
+    assert any(True for _ in pages(net, "dc1"))
+    net.start("dc2")
+    net.loop.advance(1)  # dc1 retries its connection every 100 ms
+    net.pump()
+    assert snf_queue.depth == 0
+    assert net.depth("dc2", "orders") == 90
+    dc2 = net.client("dc2")
+    assert drain(dc2, "orders") == [f"m{i}" for i in range(30, 120)]
+
+
+def test_fail_refuses_with_resource_limit_exceeded(net: Network) -> None:
+    net.broker("dc1", persistence=True, settings=settings(max_size=3_000, policy="FAIL"))
+    net.start_all()
+    client = net.client("dc1")
+    outcomes = [client.send("orders", f"m{i}") for i in range(10)]
+    net.pump()
+    accepted = [d for d in outcomes if client.accepted(d)]
+    refused = [client.rejected(d) for d in outcomes if not client.accepted(d)]
+    assert accepted and refused
+    assert set(refused) == {"amqp:resource-limit-exceeded"}
+    assert net.depth("dc1", "orders") == len(accepted)
+    assert pages(net, "dc1") == []
+
+
+def test_drop_accepts_and_counts_what_it_drops(net: Network) -> None:
+    net.broker("dc1", persistence=True, settings=settings(max_size=3_000, policy="DROP"))
+    net.start_all()
+    client = net.client("dc1")
+    outcomes = [client.send("orders", f"m{i}") for i in range(10)]
+    net.pump()
+    assert all(client.accepted(d) for d in outcomes)
+    usage = net.server("dc1").addresses["orders"].usage
+    assert usage.dropped > 0
+    assert net.depth("dc1", "orders") + usage.dropped == 10
