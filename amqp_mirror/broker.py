@@ -31,6 +31,7 @@ from mirror.target import MirrorTarget
 from mirror.wire import MIRROR_ADDRESS_PREFIX
 
 ACK_RETRY_INTERVAL = 0.1  # Artemis's mirror-ack-manager-retry-delay default (100 ms)
+WRITE_RETRY_INTERVAL = 1.0  # after a full disk, how often the held journal writes are tried again
 
 
 class Broker:
@@ -47,6 +48,8 @@ class Broker:
         self.connections: BrokerConnectionManager | None = None
         self.mirror_target: MirrorTarget | None = None
         self._retry_timer: asyncio.TimerHandle | None = None
+        self._disk_timer: asyncio.TimerHandle | None = None
+        self._write_retry: asyncio.TimerHandle | None = None
         self.on_started: list[Callable[[Broker], None]] = []
 
     async def start(self) -> None:
@@ -63,6 +66,8 @@ class Broker:
         """Start the server (journal recovery) and wire every part to it; no socket yet."""
         server = self.server
         server.start(dispatch=self.turn.dispatch)
+        if server.journal is not None:
+            server.journal.on_failure = self.turn.journal_failed
         self.mirror_target = MirrorTarget(server)
         self._register_services()
         self.connections = BrokerConnectionManager(
@@ -72,6 +77,26 @@ class Broker:
         self.connections.add_operations(self.management)
         self.management.add_operation(BROKER, "getMirrorStatus", lambda _, __: self.mirror_status())
         self._retry_timer = self.loop.call_later(ACK_RETRY_INTERVAL, self._retry_acks)
+        server.space_listeners.append(self._space_changed)
+        if server.disk.enabled:
+            self._scan_disk()
+
+    def _space_changed(self, full: bool) -> None:
+        if full and self._write_retry is None:
+            self._write_retry = self.loop.call_later(WRITE_RETRY_INTERVAL, self._retry_writes)
+
+    def _retry_writes(self) -> None:
+        """While the disk is full: try the held journal writes again, once a second."""
+        self._write_retry = None
+        persistence = self.server.persistence
+        if not persistence.full:
+            return
+        persistence.retry()
+        self._write_retry = self.loop.call_later(WRITE_RETRY_INTERVAL, self._retry_writes)
+
+    def _scan_disk(self) -> None:
+        self.server.disk.check()
+        self._disk_timer = self.loop.call_later(self.config.disk_scan_period / 1000, self._scan_disk)
 
     def _register_services(self) -> None:
         server = self.server
@@ -122,8 +147,9 @@ class Broker:
     async def stop(self) -> None:
         if not self.server.started:
             return
-        if self._retry_timer is not None:
-            self._retry_timer.cancel()
+        for timer in (self._retry_timer, self._disk_timer, self._write_retry):
+            if timer is not None:
+                timer.cancel()
         if self.connections is not None:
             self.connections.stop()
         if self.listener is not None:

@@ -13,6 +13,7 @@ import signal
 
 from broker_core import compiled
 from broker_core.config.model import BrokerConfig
+from broker_core.journal.errors import JournalError
 
 from .broker import Broker
 
@@ -63,7 +64,10 @@ def run(configs: list[BrokerConfig]) -> int:
         await stop.wait()
         _notify_systemd("STOPPING=1")
         for b in brokers:
-            await b.stop()
+            try:
+                await b.stop()
+            except JournalError as exc:  # the fatal path says what happened, in one line, no traceback
+                failed.append(f"{b.config.name}: could not write its last journal batch: {exc}")
 
     try:
         loop.run_until_complete(main())

@@ -30,12 +30,12 @@ from .amqp.performatives import (
     Rejected,
     Target,
 )
-from .errors import BrokerError, InvalidField, Unauthorized
+from .errors import BrokerError, InvalidField, ResourceLimitExceeded, Unauthorized
 from .inbound_attach import Subscription, Termini
 from .inbound_links import LinkConsumer, Producer
 from .inbound_sasl import ServerSasl, mechanisms
 from .message import MessageView
-from .queues import MessageRef
+from .queues import MessageRef, StoredMessage
 from .services import Answer, ServiceLink
 
 if TYPE_CHECKING:
@@ -81,6 +81,7 @@ class BrokerEndpoint:
         self.sasl = ServerSasl(server, name)
         self.consumers: dict[int, LinkConsumer] = {}  # by id(link)
         self.pending_accepts: dict[Session, list[int]] = {}
+        self.blocked: set[int] = set()  # id() of producer links waiting for room before more credit
         self.closed = False
 
     # ----------------------------------------------------------------------------------- plumbing
@@ -208,7 +209,8 @@ class BrokerEndpoint:
         address, routing_type = self.termini.producer(self.user, target)
         a = self.acceptor
         link.context = Producer(address, routing_type, a.amqp_credits, a.amqp_low_credits)
-        self._answer_producer(link, attach, Answer(None, None, a.amqp_credits))
+        self._answer_producer(link, attach, Answer(None, None, 0))
+        self._replenish(link, a.amqp_credits, a.amqp_low_credits, address)
 
     def _answer_producer(self, link: Link, attach: Attach, answer: Answer) -> None:
         reply = answer.reply
@@ -223,7 +225,8 @@ class BrokerEndpoint:
                 max_message_size=DEFAULT_MAX_MESSAGE_SIZE,
             )
         self.conn.attach(link.session, reply, link)
-        self.conn.flow(link, credit=answer.credit_window)
+        if answer.credit_window:
+            self.conn.flow(link, credit=answer.credit_window)
         self.mark_dirty()
 
     def _attach_consumer(self, link: Link, attach: Attach) -> None:
@@ -258,10 +261,12 @@ class BrokerEndpoint:
             return
         session = link.session
         srv = self.server
+        address = producer.address
         try:
+            if srv.persistence.full:
+                raise ResourceLimitExceeded("the broker's disk is full: the message cannot be stored")
             view = MessageView(payload)
             view.all_sections()  # checks every section's framing: a truncated message is refused, not stored
-            address = producer.address
             if address is None:
                 address = self._relay_address(producer, view)
                 service = self.services.at_exact(address)
@@ -279,14 +284,49 @@ class BrokerEndpoint:
             return
         finally:
             if link.credit <= producer.credit_low and not link.closed_locally:
-                self.conn.flow(link, credit=producer.credit_window)
-                self.mark_dirty()
+                self._replenish(link, producer.credit_window, producer.credit_low, address)
         if settled:
             return
         if msg is not None and msg.durable:
-            srv.persistence.confirm(lambda: self.accept_later(session, delivery_id))
+            srv.persistence.confirm(
+                lambda: self.accept_later(session, delivery_id),
+                on_fail=lambda: self._not_stored(session, delivery_id, msg),
+            )
         else:
             self.accept_later(session, delivery_id)
+
+    def _not_stored(self, session: Session, delivery_id: int, msg: StoredMessage) -> None:
+        """The journal could not take the message (a full disk): take it back and refuse the send."""
+        self.server.router.rollback(msg)
+        if self.closed or session.ended_locally:
+            return
+        error = ResourceLimitExceeded("the message could not be stored: the broker's disk is full")
+        self.reject(session, delivery_id, False, error)
+
+    def _replenish(self, link: Link, window: int, low: int, address: str | None) -> None:
+        """Top a producer's credit up, unless its address (BLOCK, full) or the disk has no room: then
+        once there is. What was already granted is taken (Artemis does the same)."""
+        addr = self.server.addresses.get(address) if address else None
+        budget = self.server.budget
+        if (addr.usage.may_send() if addr is not None else not budget.no_room) or self.closed:
+            self.conn.flow(link, credit=window)
+            self.mark_dirty()
+            return
+        key = id(link)
+        if key in self.blocked:
+            return
+        self.blocked.add(key)
+
+        def retry() -> None:
+            if key not in self.blocked:
+                return  # woken by the address and the budget both: once is enough
+            self.blocked.discard(key)
+            if not self.closed and not link.closed_locally and link.credit <= low:
+                self._replenish(link, window, low, address)
+
+        if addr is not None:
+            addr.usage.wait(retry)
+        budget.wait(retry)
 
     def _relay_address(self, producer: Producer, view: MessageView) -> str:
         """The address an anonymous-relay link's message goes to: its `to`, checked once per address."""
@@ -311,6 +351,9 @@ class BrokerEndpoint:
     ) -> None:
         sl.service.on_delivery(self, link, sl.state, delivery_id, settled, payload)
         if link.credit <= sl.credit_low and not link.closed_locally:
+            if self.server.budget.no_room:  # a mirror's events wait too, rather than fill the disk
+                self._replenish(link, sl.credit_window, sl.credit_low, None)
+                return
             self.conn.flow(link, credit=sl.credit_window)
             # Out now, not at the end of this loop turn: one turn can apply thousands of deliveries (a
             # mirror's catch-up), and the remote must not sit idle waiting for credit meanwhile.

@@ -12,6 +12,12 @@ commit). Two ways to wait for them:
 Barriers apply to everything the broker confirms to anyone; conditions only to what it confirms to
 its own clients. The difference matters: a mirror target's Accepted must never wait for a `sync`
 mirror of its own, or two brokers mirroring each other synchronously would wait for each other.
+
+A full disk (the journal refuses a batch with ENOSPC): the batch and every one after it are *held*.
+A confirmation given an `on_fail` (a client's send) gets it instead, at once: the send is refused and
+its message taken back (`rolled_back`), so its record is never written later. Everything else (acks,
+the mirror's events, what a mirror target applied) stays held, in order, and is written by `retry`
+once the disk has room; until then `full` is set and the broker takes no client sends.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from .journal import records
+from .journal.codec import encode_parts
+from .journal.errors import JournalFull
 from .journal.journal import Journal
 from .journal.writer import Syncable
 
@@ -29,6 +37,25 @@ Callback = Callable[[], None]
 
 ID_RESERVATION = "ids.message.reserved"  # meta key: message ids below it may have been handed out
 ID_BLOCK = 100_000
+_ENCODING_ERRORS = (ValueError, TypeError, OverflowError, struct.error)
+
+
+class _Batch:
+    """Records and the callbacks waiting for them; `failures` are the on_fail of some callbacks, by index."""
+
+    __slots__ = ("callbacks", "failures", "records", "syncs")
+
+    def __init__(
+        self,
+        records: list[Any],
+        callbacks: list[Callback],
+        failures: dict[int, Callback],
+        syncs: tuple[Any, ...],
+    ) -> None:
+        self.records = records
+        self.callbacks = callbacks
+        self.failures = failures
+        self.syncs = syncs
 
 
 class Condition(Protocol):
@@ -51,6 +78,12 @@ class Persistence:
         self._id_ceiling = 0
         self._records: list[Any] = []
         self._callbacks: list[Callback] = []
+        self._failures: dict[int, Callback] = {}  # on_fail of the callbacks that have one, by index
+        self._held: list[_Batch] = []  # what a full disk handed back, in order
+        self._retrying = False
+        self.full = False  # the disk refused a batch: client sends are refused until `retry` succeeds
+        self.rolled_back: set[int] = set()  # ids of messages whose sends failed: their records are dropped
+        self.on_space: Callable[[bool], None] | None = None  # told when the disk fills and has room again
         self._meta: dict[str, bytes | Callable[[], bytes]] = {}
         self._batch_hooks: list[Callable[[], Callback | None]] = []
         self._syncs: dict[int, Syncable] = {}
@@ -94,6 +127,10 @@ class Persistence:
     def pending_records(self) -> int:
         return len(self._records)
 
+    def held_records(self) -> int:
+        """Records a full disk handed back, waiting for `retry`."""
+        return sum(len(b.records) for b in self._held)
+
     def persist(self, record: Any) -> None:
         self._records.append(record)
         self.schedule()
@@ -105,12 +142,14 @@ class Persistence:
         self._callbacks.append(callback)
         self.schedule()
 
-    def confirm(self, callback: Callback) -> None:
-        """`after_durable`, and every condition holds for the work done since the last confirmation."""
-        if not self._conditions:
-            self.after_durable(callback)
-            return
-        self.after_durable(self._gated(callback, self._conditions))
+    def confirm(self, callback: Callback, on_fail: Callback | None = None) -> None:
+        """`after_durable`, and every condition holds for the work done since the last confirmation.
+        `on_fail` runs instead if the batch cannot be written (a full disk)."""
+        if self._conditions:
+            callback = self._gated(callback, self._conditions)
+        self.after_durable(callback)
+        if on_fail is not None:
+            self._failures[len(self._callbacks) - 1] = on_fail
 
     def _gated(self, callback: Callback, waits: list[Condition]) -> Callback:
         """`callback` behind a gate that opens when it has been called and every wait is released."""
@@ -178,29 +217,127 @@ class Persistence:
             first = hook()
             if first is not None:
                 firsts.append(first)
-        recs, cbs = self._records, self._callbacks
-        cbs[:0] = firsts
+        recs, cbs, failures = self._records, self._callbacks, self._failures
+        if firsts:
+            cbs[:0] = firsts
+            failures = {i + len(firsts): f for i, f in failures.items()}
         if not recs and not cbs:
             return
-        self._records, self._callbacks = [], []
-        syncs = tuple(self._syncs.values())
+        self._records, self._callbacks, self._failures = [], [], {}
+        batch = _Batch(recs, cbs, failures, tuple(self._syncs.values()))
         self._syncs.clear()
-        done = _run_all(cbs, self.log) if cbs else None
         if self.journal is None or not self.enabled:
-            if done:
-                done()
+            _run_all(cbs, self.log)()
             return
+        if self.full or self._retrying:
+            self._hold(batch)  # behind what the full disk handed back
+            return
+        self._write(batch)
+
+    def _write(self, batch: _Batch) -> None:
+        assert self.journal is not None
+        done = _run_all(batch.callbacks, self.log) if batch.callbacks else None
         try:
-            self.journal.append_many(recs, on_durable=done, syncs=syncs)
-        except (ValueError, TypeError, OverflowError, struct.error) as exc:
-            # A record that cannot be encoded must not take the rest of the batch with it.
-            self.log.error("journal batch refused (%s); writing its records one by one", exc)
-            for rec in recs:
-                try:
-                    self.journal.append_many([rec])
-                except (ValueError, TypeError, OverflowError, struct.error) as bad:
-                    self.log.error("record %s dropped: %s", type(rec).__name__, bad)
-            self.journal.append_many([], on_durable=done)
+            self.journal.append_many(
+                batch.records, on_durable=done, syncs=batch.syncs, on_failed=lambda: self._no_space(batch)
+            )
+        except JournalFull:
+            self._no_space(batch)
+        except _ENCODING_ERRORS as exc:
+            self._unencodable(batch, exc)
+
+    def _no_space(self, batch: _Batch) -> None:
+        """The disk refused `batch` (on the loop, in batch order): hold it, refuse what can be refused."""
+        if not self.full:
+            self.full = True
+            self.log.error(
+                "AMQ222211: the journal cannot be written: the disk is full. Client sends are refused "
+                "with amqp:resource-limit-exceeded; acknowledgements and mirror events are held and "
+                "written once there is room"
+            )
+            if self.on_space is not None:
+                self.on_space(True)
+        self._hold(batch)
+
+    def _hold(self, batch: _Batch, front: bool = False) -> None:
+        kept = self._refuse(batch)
+        if front:
+            self._held.insert(0, kept)
+        else:
+            self._held.append(kept)
+
+    def _refuse(self, batch: _Batch) -> _Batch:
+        """Run the batch's on_fail handlers (which take their messages back); what is left of it."""
+        callbacks = []
+        for i, callback in enumerate(batch.callbacks):
+            on_fail = batch.failures.get(i)
+            if on_fail is None:
+                callbacks.append(callback)
+                continue
+            try:
+                on_fail()
+            except Exception:  # one failing handler must not leave the others' clients without an outcome
+                self.log.exception("on_fail handler failed")
+        dropped = self.rolled_back
+        kept = [r for r in batch.records if not (type(r) is records.MessageAdded and r.message_id in dropped)]
+        return _Batch(kept, callbacks, {}, batch.syncs)
+
+    def retry(self) -> None:
+        """After a full disk: write what was held (one batch), if the disk has room now."""
+        if not self.full or self._retrying or self.journal is None:
+            return
+        self.journal.resume()
+        self._write_held()
+
+    def _write_held(self) -> None:
+        held, self._held = self._held, []
+        merged = _Batch(
+            [r for b in held for r in b.records],
+            [cb for b in held for cb in b.callbacks],
+            {},
+            tuple({id(f): f for b in held for f in b.syncs}.values()),
+        )
+        self._retrying = True
+        callbacks = merged.callbacks
+
+        def written() -> None:
+            self._retrying = False
+            _run_all(callbacks, self.log)()
+            if self._held:  # what was handed over meanwhile
+                self._write_held()
+                return
+            self.full = False
+            self.rolled_back.clear()
+            self.log.info("AMQ221082: the journal is written again: the disk has room")
+            if self.on_space is not None:
+                self.on_space(False)
+
+        def failed() -> None:
+            self._retrying = False
+            self._hold(merged, front=True)
+
+        assert self.journal is not None
+        try:
+            self.journal.append_many(merged.records, on_durable=written, syncs=merged.syncs, on_failed=failed)
+        except JournalFull:
+            failed()
+
+    def _unencodable(self, batch: _Batch, exc: Exception) -> None:
+        """A record that cannot be encoded (checked up front, so a bug): it is dropped and logged, the
+        batch's sends are refused (never confirmed without their records), the rest is written."""
+        assert self.journal is not None
+        self.log.error("AMQ224016: a journal batch has a record that cannot be encoded (%s)", exc)
+        good = []
+        for record in batch.records:
+            try:
+                records_encoded_size(record)
+            except _ENCODING_ERRORS as bad:
+                self.log.error("AMQ224016: %s dropped: %s", type(record).__name__, bad)
+                continue
+            good.append(record)
+        kept = self._refuse(_Batch(good, batch.callbacks, batch.failures, batch.syncs))
+        done = _run_all(kept.callbacks, self.log) if kept.callbacks else None
+        self.journal.append_many(kept.records, on_durable=done, syncs=kept.syncs)
 
 
 class _Gate:
@@ -217,6 +354,11 @@ class _Gate:
             self.pending -= 1
             return
         self.callback()
+
+
+def records_encoded_size(record: Any) -> int:
+    """The size of a record's frame; ValueError (and kin) when it cannot be encoded."""
+    return encode_parts(record)[1]
 
 
 def _run_all(callbacks: list[Callback], log: logging.Logger) -> Callback:

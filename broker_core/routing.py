@@ -250,6 +250,23 @@ class Router:
         self._enqueue(queue, ref)
         return msg
 
+    def rollback(self, msg: StoredMessage) -> None:
+        """Take back a message whose journal write failed (its send is refused): out of every queue it
+        waits in, out of its pages, and its record dropped from the batch still to be written. A copy
+        already delivered to a consumer cannot be called back (it was never confirmed to its producer)."""
+        self.persistence.rolled_back.add(msg.id)
+        topology = self.topology
+        addr = topology.addresses.get(msg.address)
+        internal = [q for q in topology.queues.values() if q.internal]  # store-and-forward queues
+        queues = [*(addr.queues if addr is not None else ()), *internal]
+        for q in queues:
+            ref = q.waiting.get(msg.id)
+            if ref is not None and ref.message is msg:
+                q.remove(ref)
+                release_ref(ref)
+        self.paging.rollback(msg.id)
+        self.index.forget(msg)
+
     def _enqueue(self, queue: Queue, ref: MessageRef) -> None:
         if queue.after_durable:
             # One callback per journal batch adds them all (see _hand_on_later), not one per reference.
@@ -266,7 +283,11 @@ class Router:
 
     def _enqueue_durable(self, refs: list[MessageRef]) -> None:
         by_queue: dict[int, list[MessageRef]] = {}
+        rolled_back = self.persistence.rolled_back
         for ref in refs:
+            if rolled_back and ref.message.id in rolled_back:
+                release_ref(ref)  # its send failed on a full disk: it never was
+                continue
             by_queue.setdefault(id(ref.queue), []).append(ref)
         queues = self.topology.queues
         for qrefs in by_queue.values():

@@ -30,6 +30,7 @@ from typing import Any
 
 from .config.model import AddressSettings, BrokerConfig
 from .data_lock import DataLock
+from .disk import DiskMonitor
 from .errors import Unauthorized
 from .events import Cause, Observer, Observers
 from .identity import MessageIndex
@@ -113,7 +114,16 @@ class Server:
             clock_ms,
             self.log,
         )
+        self.space_listeners: list[Callable[[bool], None]] = []  # the runtime retries writes meanwhile
+        self.disk = DiskMonitor(
+            [Path(config.journal_directory), Path(config.paging_directory)],
+            config.max_disk_usage,
+            config.min_disk_free,
+            self.budget,
+            self.log,
+        )
         self.paging.on_visible = lambda queue: queue.dispatch(self.outcomes.is_expired)
+        self.persistence.on_space = self._space_changed
         self.observers.add(self.paging)
         # The parts' own dicts, shared (never rebound), for readers outside the core.
         self.addresses: dict[str, Address] = self.topology.addresses
@@ -192,12 +202,28 @@ class Server:
     def stop(self) -> None:
         try:
             self.persistence.flush()
+            if self.persistence.full:
+                self.log.error(
+                    "AMQ222212: stopping with the disk full: %d journal records could not be written "
+                    "(acknowledgements come back as redeliveries; mirror events not yet written are lost "
+                    "for the other side)",
+                    self.persistence.held_records(),
+                )
             if self.persistence.journal is not None:
                 self.persistence.journal.close()
         finally:
             self.data_lock.release()
         self.started = False
         self.log.info("server %s stopped", self.name)
+
+    def _space_changed(self, full: bool) -> None:
+        """The journal met a full disk (no producer gets credit), or writes again."""
+        budget = self.budget
+        budget.write_failed = full
+        if not full and not budget.no_room:
+            budget.wake()
+        for listener in self.space_listeners:
+            listener(full)
 
     def add_observer(self, observer: Observer) -> None:
         self.observers.add(observer)

@@ -45,6 +45,7 @@ class Turn:
         self.scheduled = False
         self.ready: deque[Callback] = deque()  # confirmations: appended by the writer thread, run here
         self.on_fatal: Callable[[BaseException], None] | None = None
+        self.failed = False
         persistence.set_scheduler(self._schedule)
 
     def mark_dirty(self, connection: Writable) -> None:
@@ -76,10 +77,16 @@ class Turn:
         try:
             self.persistence.flush()
         except JournalError as exc:
-            # Nothing can be made durable any more: stop (Artemis's critical I/O policy), loudly.
-            log.critical("journal failed, the broker cannot persist and shuts down: %s", exc)
-            if self.on_fatal is not None:
-                self.on_fatal(exc)
+            self.journal_failed(exc)
+
+    def journal_failed(self, exc: BaseException) -> None:
+        """Nothing can be made durable any more: stop (Artemis's critical I/O policy), loudly, once."""
+        if self.failed:
+            return
+        self.failed = True
+        log.critical("journal failed, the broker cannot persist and shuts down: %s", exc)
+        if self.on_fatal is not None:
+            self.on_fatal(exc)
 
     def dispatch(self, callback: Callback) -> None:
         """The journal's `dispatch` (writer thread): one call per batch of callbacks."""

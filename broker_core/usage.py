@@ -14,10 +14,13 @@ encoded size plus `MESSAGE_OVERHEAD`, the memory the broker keeps around each on
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from enum import IntEnum
 
 Waiter = Callable[[], None]
+
+log = logging.getLogger("broker.limits")
 
 # Bytes of memory per message besides its body: the stored message, its reference on a queue, the
 # queue's index entry, the identity index and the journal's live entry (measured with tracemalloc on
@@ -37,14 +40,15 @@ class Admission(IntEnum):
 class Budget:
     """The broker-wide limits (global-max-size, global-max-messages) and the disk's state."""
 
-    __slots__ = ("bytes", "disk_full", "max_bytes", "max_messages", "messages", "waiters")
+    __slots__ = ("bytes", "disk_full", "max_bytes", "max_messages", "messages", "waiters", "write_failed")
 
     def __init__(self, max_bytes: int = -1, max_messages: int = -1) -> None:
         self.max_bytes = max_bytes  # -1: no limit
         self.max_messages = max_messages
         self.bytes = 0
         self.messages = 0
-        self.disk_full = False  # producers are blocked everywhere until the disk has room again
+        self.disk_full = False  # over max-disk-usage / min-disk-free: producers are blocked everywhere
+        self.write_failed = False  # the journal met a full disk: the same, until it writes again
         self.waiters: list[Waiter] = []  # producers blocked by a global limit or the disk
 
     def over(self, cost: int) -> bool:
@@ -53,6 +57,11 @@ class Budget:
             return True
         limit = self.max_messages
         return limit >= 0 and self.messages >= limit
+
+    @property
+    def no_room(self) -> bool:
+        """Whether the disk blocks every producer."""
+        return self.disk_full or self.write_failed
 
     def wait(self, waiter: Waiter) -> None:
         self.waiters.append(waiter)
@@ -139,20 +148,39 @@ class Usage:
         budget.messages -= 1
         if self.waiters and self.may_send():
             self.wake()
-        if budget.waiters and not budget.disk_full and not budget.over(0):
+        if budget.waiters and not budget.no_room and not budget.over(0):
             budget.wake()
 
     def wait(self, waiter: Waiter) -> None:
+        """`waiter()` once producers to this address may be given credit again (and maybe earlier: a
+        waiter checks again)."""
+        if not self.waiters and self.policy == "BLOCK" and self.over(0):
+            log.warning(
+                "AMQ222183: Blocking message production on address '%s'; size=%d bytes (%d messages); "
+                "maxSize=%d bytes (%d messages)",
+                self.address,
+                self.bytes,
+                self.messages,
+                self.max_bytes,
+                self.max_messages,
+            )
         self.waiters.append(waiter)
 
     def wake(self) -> None:
         waiters, self.waiters = self.waiters, []
+        if self.policy == "BLOCK":
+            log.info(
+                "AMQ221046: Unblocking message production on address '%s'; size=%d bytes (%d messages)",
+                self.address,
+                self.bytes,
+                self.messages,
+            )
         for waiter in waiters:
             waiter()
 
     def may_send(self) -> bool:
         """Whether producers to this address may be given credit now: not while the disk is full, nor
         while a BLOCK address is full."""
-        if self.budget.disk_full:
+        if self.budget.no_room:
             return False
         return self.policy != "BLOCK" or not self.over(0)

@@ -24,3 +24,8 @@ class JournalFailedError(JournalError):
 
 class JournalClosedError(JournalError):
     """The journal is not open (never opened, or closed)."""
+
+
+class JournalFull(JournalError):
+    """The disk is full: the journal takes no appends until `resume()`. Nothing written before is lost,
+    and no partial record stays behind; what could not be written was handed back to its owner."""

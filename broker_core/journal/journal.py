@@ -18,15 +18,16 @@ from typing import Any
 
 from broker_core.journal import compaction
 from broker_core.journal.codec import batch_frame, encode, encode_parts
-from broker_core.journal.errors import JournalClosedError, JournalFailedError
+from broker_core.journal.errors import JournalClosedError, JournalFailedError, JournalFull
 from broker_core.journal.layout import marker_name
 from broker_core.journal.records import Record
 from broker_core.journal.recovery import recover
 from broker_core.journal.state import LiveState, Recovered
-from broker_core.journal.writer import Entry, SegmentWriter, Syncable
+from broker_core.journal.writer import Entry, NoSpace, SegmentWriter, Syncable
 
 Callback = Callable[[], None]
 Dispatch = Callable[[Callback], None]
+Pending = tuple[Entry, Callback | None, Callback | None]  # an entry, on durable, on failed (no space)
 # Sees each batch as written and synced, on the writer thread, before its callbacks are handed over:
 # the entries' bytes are exactly what is on disk (HA replication streams them to a backup from here).
 BatchTap = Callable[[list[Entry]], None]
@@ -56,7 +57,7 @@ class Journal:
         self._lock = threading.Lock()
         self._work = threading.Condition(self._lock)  # the writer waits here for appends
         self._progress = threading.Condition(self._lock)  # flush/compact/close wait here
-        self._pending: list[tuple[Entry, Callback | None]] = []
+        self._pending: list[Pending] = []
         self._appended = 0  # entries queued so far
         self._handed = 0  # entries durable, with their callbacks run or handed to ``dispatch``
         self._compact_requested = False
@@ -64,6 +65,7 @@ class Journal:
         self._open = False
         self._closed = False
         self._failure: BaseException | None = None
+        self._no_space: OSError | None = None  # the disk was full: appends refused until resume()
         self._writer_thread: threading.Thread | None = None
         self._state = LiveState()
         self._writer: SegmentWriter | None = None
@@ -71,6 +73,9 @@ class Journal:
         self._next_generation = 1
         self._compactions: list[dict[str, Any]] = []
         self._taps: list[BatchTap] = []
+        # told (through ``dispatch``) when the writer fails for good, so the owner stops at once rather
+        # than at its next append
+        self.on_failure: Callable[[BaseException], None] | None = None
 
     # --- lifecycle ---
 
@@ -132,13 +137,19 @@ class Journal:
     def append(self, rec: Record, on_durable: Callback | None = None) -> None:
         """Queue ``rec``; ``on_durable`` runs (through ``dispatch``) once it is on disk. Never blocks."""
         data = encode(rec)
-        self._enqueue(Entry(data, (rec,), (len(data),)), on_durable)
+        self._enqueue(Entry(data, (rec,), (len(data),)), on_durable, None)
 
     def append_many(
-        self, recs: Iterable[Record], on_durable: Callback | None = None, syncs: tuple[Syncable, ...] = ()
+        self,
+        recs: Iterable[Record],
+        on_durable: Callback | None = None,
+        syncs: tuple[Syncable, ...] = (),
+        on_failed: Callback | None = None,
     ) -> None:
         """Queue several records, written contiguously in one segment, with one callback for all; the
-        `syncs` (page files) are made durable before the batch is written."""
+        `syncs` (page files) are made durable before the batch is written. If the disk is full, none of
+        them is written and `on_failed` runs instead (through ``dispatch``), as it does for every append
+        queued behind them; appends then raise JournalFull until `resume()`."""
         records = tuple(recs)
         pieces: list[bytes] = [b""]  # the batch frame's place
         sizes: list[int] = []
@@ -150,14 +161,25 @@ class Journal:
         if len(records) > 1:  # all or nothing after a crash: an ack never survives without its mirror event
             pieces[0] = batch_frame(sum(sizes))
             lead = len(pieces[0])
-        self._enqueue(Entry(b"".join(pieces), records, tuple(sizes), lead, syncs), on_durable)
+        self._enqueue(Entry(b"".join(pieces), records, tuple(sizes), lead, syncs), on_durable, on_failed)
 
-    def _enqueue(self, entry: Entry, on_durable: Callback | None) -> None:
+    def _enqueue(self, entry: Entry, on_durable: Callback | None, on_failed: Callback | None) -> None:
         with self._lock:
             self._check_usable()
-            self._pending.append((entry, on_durable))
+            if self._no_space is not None:
+                raise JournalFull(f"journal {self._directory}: no space left ({self._no_space.strerror})")
+            self._pending.append((entry, on_durable, on_failed))
             self._appended += 1
             self._work.notify()
+
+    @property
+    def full(self) -> bool:
+        return self._no_space is not None
+
+    def resume(self) -> None:
+        """Take appends again after a full disk (the caller retries what was handed back)."""
+        with self._lock:
+            self._no_space = None
 
     def flush(self) -> None:
         """Block until everything appended so far is durable and its callbacks were handed over."""
@@ -212,10 +234,14 @@ class Journal:
             while self._cycle():
                 pass
         except BaseException as exc:  # a failed write or fsync: nothing after it can be trusted
-            self._log.exception("journal %s: writer failed; the journal is closed", self._directory)
+            self._log.critical("journal %s: writer failed (%s); the journal is closed", self._directory, exc)
+            self._log.debug("journal writer failure", exc_info=True)
             with self._lock:
                 self._failure = exc
                 self._progress.notify_all()
+            on_failure, failure = self.on_failure, exc  # `exc` is unbound once the except block ends
+            if on_failure is not None and self._dispatch is not None:
+                self._dispatch(lambda: on_failure(failure))
         finally:
             with self._lock:
                 self._open = False
@@ -232,18 +258,42 @@ class Journal:
         writer = self._writer
         assert writer is not None
         if batch:
-            entries = [entry for entry, _ in batch]
-            writer.write_batch(entries)
-            for tap in self._taps:
-                tap(entries)
-            self._run_callbacks([cb for _, cb in batch if cb is not None])
+            entries = [entry for entry, _, _ in batch]
+            done, full = len(batch), None
+            try:
+                writer.write_batch(entries)
+            except NoSpace as exc:
+                done, full = exc.done, exc
+            if done:
+                for tap in self._taps:
+                    tap(entries[:done])
+            callbacks = [cb for _, cb, _ in batch[:done] if cb is not None]
+            if full is not None:
+                callbacks += self._out_of_space(batch[done:], full)
+            self._run_callbacks(callbacks)
             with self._lock:
-                self._handed = target
+                self._handed = max(self._handed, target)
                 self._progress.notify_all()
         if compact_now or (writer.rolled and self._worth_compacting()):
             self._compact()
         writer.rolled = False
         return True
+
+    def _out_of_space(self, failed: list[Pending], full: NoSpace) -> list[Callback]:
+        """The disk is full: hand back the batch that failed and everything queued behind it, in order,
+        and refuse appends until `resume()`."""
+        with self._lock:
+            failed = failed + self._pending
+            self._pending = []
+            self._no_space = full.cause
+            self._handed = self._appended  # nothing queued is left to wait for
+        self._log.error(
+            "journal %s: the disk is full (%s): %d batches not written, handed back to be retried",
+            self._directory,
+            full.cause.strerror or full.cause,
+            len(failed),
+        )
+        return [on_failed for _, _, on_failed in failed if on_failed is not None]
 
     def _run_callbacks(self, callbacks: list[Callback]) -> None:
         if not callbacks:
@@ -283,8 +333,8 @@ class Journal:
         )
         try:
             result = compaction.compact(plan, self._state)
-        except OSError:
-            self._log.exception("journal %s: compaction failed; keeping the old files", self._directory)
+        except OSError as exc:
+            self._log.error("journal %s: compaction failed (%s); keeping the old files", self._directory, exc)
             self._finish_compaction({"failed": True})
             return
         writer.next_seq = result.marker.last_seq + 1

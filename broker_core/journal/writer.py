@@ -6,6 +6,7 @@ as soon as its position is known, keeping the state's byte accounting exact per 
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,17 @@ from broker_core.journal.files import create_segment, write_all
 from broker_core.journal.records import Record
 from broker_core.journal.segment import HEADER_SIZE, KIND_PLAIN, SegmentHeader, plain_name
 from broker_core.journal.state import LiveState
+
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)  # a write refused for room: nothing partial is kept, retry later
+
+
+class NoSpace(Exception):
+    """The disk is full: entries before `done` are durable; none of the bytes of the others stay."""
+
+    def __init__(self, done: int, cause: OSError) -> None:
+        super().__init__(f"{cause.strerror or cause} ({done} entries written before it)")
+        self.done = done
+        self.cause = cause
 
 
 class Syncable(Protocol):
@@ -66,13 +78,19 @@ class SegmentWriter:
         self.rolled = False  # set on each roll; the journal clears it after checking for compaction
 
     def open_new_segment(self) -> None:
-        """Close the active segment (if any, durably) and start the next one."""
+        """Start the next segment, then close the active one (if any) durably. If the new one cannot be
+        made (a full disk), the active one stays active."""
+        seq = self.next_seq
+        path = self._directory / plain_name(seq)
+        try:
+            fd = create_segment(path, SegmentHeader(KIND_PLAIN, 0, seq), self._sync)
+        except OSError:
+            path.unlink(missing_ok=True)
+            raise
         if self._fd >= 0:
             self._sync_active()
             os.close(self._fd)
-        self.seq, self.next_seq = self.next_seq, self.next_seq + 1
-        path = self._directory / plain_name(self.seq)
-        self._fd = create_segment(path, SegmentHeader(KIND_PLAIN, 0, self.seq), self._sync)
+        self.seq, self.next_seq, self._fd = seq, seq + 1, fd
         self.files[self.seq] = path
         self._state.segment_total[self.seq] = 0
         self._state.segment_live[self.seq] = 0
@@ -80,22 +98,43 @@ class SegmentWriter:
         self.rolled = True
 
     def write_batch(self, entries: list[Entry]) -> None:
-        """Write ``entries`` in order and make them durable (one fdatasync unless a roll happened)."""
+        """Write ``entries`` in order and make them durable (one fdatasync unless a roll happened).
+        Raises NoSpace when the disk is full (what was written of the failing chunk is cut off)."""
         if self._sync:
             for entry in entries:
                 for file in entry.syncs:
                     file.sync()
-        chunk: list[bytes] = []
-        for entry in entries:
-            size = len(entry.data)
-            if self._position + size > self._segment_size and self._position > HEADER_SIZE:
-                self._write(chunk)
-                chunk = []
-                self.open_new_segment()
-            chunk.append(entry.data)
-            self._apply(entry)
-        self._write(chunk)
+        first, size = 0, 0  # the entries of the chunk being gathered, and its bytes
+        for i, entry in enumerate(entries):
+            n = len(entry.data)
+            if self._position + size + n > self._segment_size and self._position + size > HEADER_SIZE:
+                self._commit(entries, first, i)
+                try:
+                    self.open_new_segment()
+                except OSError as exc:
+                    if exc.errno not in NO_SPACE:
+                        raise
+                    raise NoSpace(i, exc) from exc
+                first, size = i, 0
+            size += n
+        self._commit(entries, first, len(entries))
+
+    def _commit(self, entries: list[Entry], first: int, end: int) -> None:
+        """Write entries[first:end] at the end of the active segment, sync, then account for them."""
+        if first == end:
+            return
+        chunk = [entry.data for entry in entries[first:end]]
+        try:
+            self._write(chunk)
+        except OSError as exc:
+            if exc.errno not in NO_SPACE:
+                raise
+            os.ftruncate(self._fd, self._position)  # no partial record stays
+            os.lseek(self._fd, self._position, os.SEEK_SET)
+            raise NoSpace(first, exc) from exc
         self._sync_active()
+        for entry in entries[first:end]:
+            self._apply(entry)
 
     def close(self, sync: bool = True) -> None:
         if self._fd >= 0:

@@ -30,12 +30,13 @@ from pathlib import Path
 from broker_core.events import Cause, Observer
 from broker_core.identity import MessageIndex
 from broker_core.journal.codec import encode
-from broker_core.journal.records import MessageAdded, PageCompleted, PageRemoved, PageWritten
+from broker_core.journal.records import MessageAdded, PageAcked, PageCompleted, PageRemoved, PageWritten
 from broker_core.journal.segment import HEADER_SIZE
 from broker_core.journal.state import LivePage
 from broker_core.persistence import Callback, Persistence
 from broker_core.queues import Address, MessageRef, Queue, StoredMessage, hold_ref
 from broker_core.usage import Admission, Usage
+from broker_core.vocabulary import AckReason
 
 from .pagefile import PageFile, parse_page_name
 from .reader import PageCorrupt, records
@@ -62,6 +63,9 @@ class Paging(Observer):
         self.next_page = 1
         self.on_visible: Callable[[Queue], None] = lambda queue: queue.dispatch()
         self._appended: dict[int, Page] = {}  # pages written to since the last journal batch
+        # records whose batch is not on disk yet, by message id: a failed write takes them back
+        self._unconfirmed: dict[int, list[tuple[Page, Queue]]] = {}
+        self._recent: list[int] = []  # the message ids of `_unconfirmed` added since the last batch
 
     # ------------------------------------------------------------------------------ routing
 
@@ -109,6 +113,9 @@ class Paging(Observer):
                 cursors[qid] = PageCursor(q, page.seq, start)
                 q.pager = self
         usage.paged += len(queues)
+        if journalled:
+            self._unconfirmed.setdefault(record.message_id, []).extend((page, q) for q in queues)
+            self._recent.append(record.message_id)
         self._appended[page.seq] = page
         self.persistence.schedule()
         return page, start
@@ -231,6 +238,29 @@ class Paging(Observer):
             self._maybe_complete(store, cursor, page)
         self._settle(store)
 
+    def rollback(self, message_id: int) -> None:
+        """A message whose batch failed (its send is refused): its paged records count as acknowledged
+        (it cannot be cut out of the middle of a page), so no queue reads it back, even after a restart."""
+        for page, queue in self._unconfirmed.pop(message_id, ()):
+            store = self._store(queue.usage)
+            if store is not None and store.pages.get(page.seq) is page:
+                self.ack_unread(store, page, queue, message_id, AckReason.KILLED)
+
+    def ack_unread(self, store: PageStore, page: Page, queue: Queue, message_id: int, reason: int) -> None:
+        """Acknowledge a paged reference before it is read back (it is skipped when the cursor gets there)."""
+        cursor = store.cursors.get(queue.id)
+        if cursor is None:
+            return
+        acked = cursor.acked.get(page.seq)
+        if acked is None:
+            acked = cursor.acked[page.seq] = set()
+        acked.add(message_id)
+        queue.paged -= 1
+        store.usage.paged -= 1
+        queue.acked += 1
+        if page.durable_counts.get(queue.id) and self.persistence.enabled:
+            self.persistence.persist(PageAcked(queue.id, message_id, page.seq, reason))
+
     # ------------------------------------------------------------------------------ page life
 
     def _maybe_complete(self, store: PageStore, cursor: PageCursor, page: Page) -> None:
@@ -348,7 +378,14 @@ class Paging(Observer):
                 persistence.persist_now(PageWritten(page.seq, page.address, end, counts))
                 persistence.sync_first(page.file)
             marks.append((page, end))
-        return lambda: self._visible(marks)
+        ids, self._recent = self._recent, []
+
+        def written() -> None:
+            self._visible(marks)
+            for message_id in ids:
+                self._unconfirmed.pop(message_id, None)
+
+        return written
 
     def _visible(self, marks: list[tuple[Page, int]]) -> None:
         touched: dict[str, PageStore] = {}

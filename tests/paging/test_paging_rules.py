@@ -165,3 +165,18 @@ def test_drop_accepts_and_counts_what_it_drops(net: Network) -> None:
     usage = net.server("dc1").addresses["orders"].usage
     assert usage.dropped > 0
     assert net.depth("dc1", "orders") + usage.dropped == 10
+
+
+def test_block_withholds_credit_until_the_address_has_room(net: Network) -> None:
+    net.broker("dc1", persistence=True, settings=settings(max_size=50_000, policy="BLOCK"))
+    net.start_all()
+    client = net.client("dc1")
+    sent = [client.send("orders", f"m{i}") for i in range(700)]  # the default window: 1,000, topped at 300
+    net.pump()
+    assert all(client.accepted(d) for d in sent)  # what was granted is taken
+    link = client.senders["orders"]
+    assert link.credit == 300  # but no more: the address is over max-size-bytes
+    assert net.depth("dc1", "orders") == 700
+    assert len(drain(client, "orders")) == 700
+    net.pump()
+    assert link.credit == 1000  # room again: the window is granted

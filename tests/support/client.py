@@ -102,3 +102,64 @@ class Capabilities(LinkOption):
         for c in self.caps:
             data.put_symbol(symbol(c))
         data.exit()
+
+
+def send_all(
+    url: str, address: str, bodies: list[Any], *, durable: bool = True, timeout: float = 20.0
+) -> dict[int, str]:
+    """Send every body as fast as credit allows, each unsettled, and wait (up to `timeout`) for their
+    outcomes: index -> "accepted", "rejected:<condition>", "released", "modified" or "none" (no outcome
+    by the deadline, or no credit to send it)."""
+    from proton.handlers import MessagingHandler
+    from proton.reactor import Container
+
+    outcomes = {i: "none" for i in range(len(bodies))}
+
+    class Sender(MessagingHandler):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__(auto_accept=False)
+            self.next = 0
+            self.tags: dict[Any, int] = {}
+            self.settled = 0
+            self.conn: Any = None
+
+        def on_start(self, event: Any) -> None:
+            self.conn = event.container.connect(url, allowed_mechs="ANONYMOUS")
+            event.container.create_sender(self.conn, address)
+            event.container.schedule(timeout, self)
+
+        def on_timer_task(self, event: Any) -> None:
+            self.conn.close()
+
+        def on_sendable(self, event: Any) -> None:
+            while event.sender.credit and self.next < len(bodies):
+                delivery = event.sender.send(Message(body=bodies[self.next], durable=durable))
+                self.tags[delivery.tag] = self.next
+                self.next += 1
+
+        def _settle(self, event: Any, outcome: str) -> None:
+            index = self.tags.get(event.delivery.tag)
+            if index is not None:
+                outcomes[index] = outcome
+                self.settled += 1
+            if self.settled == len(bodies):
+                self.conn.close()
+
+        def on_accepted(self, event: Any) -> None:
+            self._settle(event, "accepted")
+
+        def on_rejected(self, event: Any) -> None:
+            condition = event.delivery.remote.condition
+            self._settle(event, f"rejected:{condition.name if condition else ''}")
+
+        def on_released(self, event: Any) -> None:
+            self._settle(event, "released")
+
+        def on_connection_closed(self, event: Any) -> None:
+            event.container.stop()
+
+        def on_transport_error(self, event: Any) -> None:
+            event.container.stop()
+
+    Container(Sender()).run()
+    return outcomes

@@ -262,8 +262,9 @@ class Network:
         if broker.connections is not None:
             broker.connections.stop()
         self.pump()
-        if broker._retry_timer is not None:
-            broker._retry_timer.cancel()
+        for timer in (broker._retry_timer, broker._disk_timer, broker._write_retry):
+            if timer is not None:
+                timer.cancel()
         broker.server.stop()
 
     def server(self, name: str) -> Any:

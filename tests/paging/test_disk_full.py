@@ -1,0 +1,132 @@
+"""A real full disk under a real broker process: a small tmpfs holds its data directory.
+
+- max-disk-usage: producers get no credit past the threshold (consumers go on), and get it back by
+  themselves when space returns.
+- An actual ENOSPC (the threshold off): every send in flight gets an outcome, Accepted or
+  amqp:resource-limit-exceeded, none is left without one; the broker stays up, consumers keep working,
+  nothing Accepted is lost and nothing refused appears; writes resume by themselves when space returns,
+  and a restart holds exactly what was Accepted and not consumed.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import require
+from tests.peers.ports import wait_until
+from tests.support.broker import BrokerProcess
+from tests.support.client import receive, send_all
+
+DISK_MB = 24
+ORDERS = '<address name="orders"><anycast><queue name="orders"/></anycast></address>'
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 24 MiB tmpfs of the test's own (root can mount one; elsewhere the test skips, and fails in CI)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={DISK_MB}m", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+    )
+    require("a tmpfs of the test's own", result.returncode == 0, result.stderr.strip() or "mount failed")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def fill(disk: Path, leave: int) -> Path:
+    """Write a ballast file until `leave` bytes are free on `disk`."""
+    ballast = disk / "ballast"
+    st = os.statvfs(disk)
+    free = st.f_bavail * st.f_frsize
+    with ballast.open("ab") as f:
+        f.truncate(0)
+        f.write(b"\0" * max(0, free - leave))
+        f.flush()
+        os.fsync(f.fileno())
+    return ballast
+
+
+def broker_on(disk: Path, home: Path, extra: str) -> BrokerProcess:
+    data = disk / "data"
+    extra = f"<journal-file-size>1048576</journal-file-size><disk-scan-period>100</disk-scan-period>{extra}"
+    broker = BrokerProcess(home=home, xml_kwargs={"extra": extra, "addresses": ORDERS})
+    broker.write_config()
+    text = broker.config_path.read_text()
+    for kind in ("journal", "bindings", "paging", "large-messages"):
+        text = text.replace(f"<{kind}-directory>data/{kind}<", f"<{kind}-directory>{data}/{kind}<")
+    broker.config_path.write_text(text)
+    return broker
+
+
+def bodies(prefix: str, n: int, size: int) -> list[str]:
+    return [f"{prefix}{i:05d}:" + "x" * size for i in range(n)]
+
+
+def test_past_max_disk_usage_producers_wait_and_consumers_go_on(small_disk: Path, tmp_path: Path) -> None:
+    broker = broker_on(small_disk, tmp_path / "home", "<max-disk-usage>50</max-disk-usage>").start()
+    before = send_all(broker.url, "orders", bodies("a", 20, 100))
+    assert set(before.values()) == {"accepted"}
+    ballast = fill(small_disk, leave=DISK_MB * 1024 * 1024 // 4)  # 75 % used
+    wait_until(lambda: "AMQ222210" in broker.log(), 10, "the broker to see the disk over 50 %")
+    blocked = send_all(broker.url, "orders", bodies("b", 5, 100), timeout=2)
+    assert set(blocked.values()) == {"none"}  # no credit: nothing could even be sent
+    assert len(receive(broker.url, "orders", 20)) == 20  # consumers keep working
+    ballast.unlink()
+    wait_until(lambda: "AMQ221080" in broker.log(), 10, "the broker to see room again")
+    after = send_all(broker.url, "orders", bodies("c", 5, 100))
+    assert set(after.values()) == {"accepted"}
+    assert broker.stop() == 0
+
+
+def test_an_actual_full_disk_answers_every_send_and_loses_nothing(small_disk: Path, tmp_path: Path) -> None:
+    broker = broker_on(small_disk, tmp_path / "home", "<max-disk-usage>-1</max-disk-usage>").start()
+    ballast = fill(small_disk, leave=3 * 1024 * 1024)
+    sent = bodies("m", 800, 8 * 1024)  # 6.5 MB: more than the disk has
+    outcomes = send_all(broker.url, "orders", sent, timeout=30)
+    accepted = {sent[i] for i, o in outcomes.items() if o == "accepted"}
+    refused = {sent[i] for i, o in outcomes.items() if o == "rejected:amqp:resource-limit-exceeded"}
+    print(f"ENOSPC: {len(accepted)} accepted, {len(refused)} refused of {len(sent)}")
+    assert accepted and refused
+    assert len(accepted) + len(refused) == len(sent)  # every send has an outcome
+    assert broker.proc is not None and broker.proc.poll() is None  # still up
+    assert "AMQ222211" in broker.log()
+    assert "Traceback" not in broker.log()
+    got = [m.body for m in receive(broker.url, "orders", 10)]  # consumers keep working
+    assert len(got) == min(10, len(accepted)) and set(got) <= accepted
+    ballast.unlink()
+    wait_until(lambda: "AMQ221082" in broker.log(), 15, "the journal to write again")
+    later = send_all(broker.url, "orders", bodies("n", 10, 100))
+    assert set(later.values()) == {"accepted"}  # resumed by itself
+    assert broker.stop() == 0
+    broker.start()
+    rest = [m.body for m in receive(broker.url, "orders", len(sent) + 20, timeout=5)]
+    assert sorted(rest) == sorted((accepted - set(got)) | set(bodies("n", 10, 100)))
+    assert not set(rest) & refused
+    assert broker.stop() == 0
+
+
+def test_a_write_that_fails_outright_stops_the_broker_with_one_line_and_no_traceback(tmp_path: Path) -> None:
+    broker = BrokerProcess(home=tmp_path, xml_kwargs={"addresses": ORDERS}).start()
+    assert set(send_all(broker.url, "orders", bodies("a", 5, 100)).values()) == {"accepted"}
+    assert broker.proc is not None
+    # Files may grow no further (RLIMIT_FSIZE): the next journal write fails with EFBIG, which unlike
+    # a full disk is not one to wait out.
+    resource.prlimit(broker.proc.pid, resource.RLIMIT_FSIZE, (4096, 4096))
+    outcomes = send_all(broker.url, "orders", bodies("b", 5, 4000), timeout=5)
+    assert "accepted" not in outcomes.values()  # nothing is confirmed that could not be written
+    assert broker.proc is not None
+    assert broker.proc.wait(timeout=20) == 1
+    log = broker.log()
+    assert "journal failed, the broker cannot persist and shuts down" in log
+    assert "Traceback" not in log
