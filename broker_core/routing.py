@@ -26,7 +26,7 @@ from .paging.paging import Paging
 from .persistence import Callback, Persistence
 from .queues import Address, MessageRef, Queue, StoredMessage, hold_ref, release_ref
 from .stats import BrokerStats
-from .topology import Topology
+from .topology import Topology, check_name
 from .usage import Admission, Usage
 from .vocabulary import MULTICAST
 
@@ -109,6 +109,8 @@ class Router:
         )
         msg.via_mirror = via_mirror
         if origin is not None:
+            if origin[0] is not None:
+                check_name(origin[0], "origin broker")
             msg.origin_broker_id, msg.origin_message_id = origin
         usage = addr.usage
         admission = Admission.MEMORY

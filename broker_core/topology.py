@@ -5,6 +5,8 @@ Invariants:
 - Temporary addresses and queues (made for dynamic and volatile consumers) are never journalled.
 - Deleting a queue first kicks its consumers, so that what they held comes back before the queue's
   references are dropped.
+- A name the journal cannot record (over 65,535 bytes in UTF-8) is refused before anything is made, so
+  nothing is ever confirmed that a restart would not bring back.
 """
 
 from __future__ import annotations
@@ -12,13 +14,21 @@ from __future__ import annotations
 import logging
 
 from .config.model import AddressSettings, BrokerConfig
-from .errors import AlreadyExists, NotFound, PreconditionFailed
+from .errors import AlreadyExists, InvalidField, NotFound, PreconditionFailed
 from .events import Cause, Observers
 from .identity import MessageIndex
 from .journal import records
 from .persistence import Persistence
 from .queues import Address, Queue, release_ref
 from .usage import Budget, Usage
+
+MAX_NAME_BYTES = 65_535  # the journal records names as short strings (u16 length)
+
+
+def check_name(name: str, what: str) -> None:
+    """Refuse a name the journal could not record (InvalidField: the attach or the delivery is refused)."""
+    if len(name) > MAX_NAME_BYTES // 4 and len(name.encode()) > MAX_NAME_BYTES:
+        raise InvalidField(f"{what} name of {len(name.encode()):,} bytes: at most {MAX_NAME_BYTES:,}")
 
 
 class Topology:
@@ -92,6 +102,7 @@ class Topology:
                 addr.routing_types |= routing_types
                 self._persist_address(addr)
             return addr
+        check_name(name, "address")
         addr = Address(
             name,
             set(routing_types),
@@ -150,6 +161,7 @@ class Topology:
     ) -> Queue:
         if name in self.queues:
             raise AlreadyExists(f"queue {name!r} already exists")
+        check_name(name, "queue")
         addr = self.ensure_address(
             address,
             {routing_type},
