@@ -265,9 +265,12 @@ class MirrorTarget:
             )
             return True
         ref = srv.index.waiting_ref(q, origin, message_id)
-        if ref is None:
-            return False
-        q.remove(ref)
+        if ref is not None:
+            q.remove(ref)
+        else:  # still in a page (a deep backlog here): read back out of order to be acknowledged
+            ref = srv.paging.take_unread(q, origin, message_id)
+            if ref is None:
+                return False
         if reason == AckReason.EXPIRED:
             srv.outcomes.expire(ref, cause)
         else:

@@ -24,6 +24,7 @@ Memory: a paged reference costs nothing until it is read back; per page only a f
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
@@ -43,6 +44,17 @@ from .reader import PageCorrupt, records
 from .store import Page, PageCursor, PageStore
 
 LAST_PAGE = "paging.last-page"  # meta key: page numbers are never reused
+INDEXED_PAGES = 4  # pages whose records are indexed by identity at a time (see `take_unread`)
+
+
+class PageIndex:
+    """A page's records by identity (origin broker id, mirror id), up to `end`."""
+
+    __slots__ = ("end", "records")
+
+    def __init__(self) -> None:
+        self.end = HEADER_SIZE
+        self.records: dict[tuple[str, int], tuple[int, MessageAdded]] = {}
 
 
 class Paging(Observer):
@@ -66,6 +78,7 @@ class Paging(Observer):
         # records whose batch is not on disk yet, by message id: a failed write takes them back
         self._unconfirmed: dict[int, list[tuple[Page, Queue]]] = {}
         self._recent: list[int] = []  # the message ids of `_unconfirmed` added since the last batch
+        self._indexes: OrderedDict[int, PageIndex] = OrderedDict()  # by page, least recently used first
 
     # ------------------------------------------------------------------------------ routing
 
@@ -200,6 +213,7 @@ class Paging(Observer):
         read = len(got) - start
         if read:
             cursor.outstanding[seq] = cursor.outstanding.get(seq, 0) + read
+            cursor.accounted[seq] = cursor.accounted.get(seq, 0) + read
         return budget
 
     def _reference(self, queue: Queue, record: MessageAdded, page: int) -> MessageRef:
@@ -220,6 +234,64 @@ class Paging(Observer):
         if not queue.internal and self.index.get(*self.index.identity_of(msg)) is None:
             self.index.add(msg)  # a mirrored acknowledgement finds it (one copy per identity is enough)
         return ref
+
+    def take_unread(self, queue: Queue, origin: str, mirror_id: int) -> MessageRef | None:
+        """Read back, out of order, the paged reference of `queue` to the message with that identity (a
+        mirrored acknowledgement for a message still in a page); None if it is not waiting in a page."""
+        store = self._store(queue.usage)
+        cursor = store.cursors.get(queue.id) if store is not None else None
+        if store is None or cursor is None or not queue.paged:
+            return None
+        for page in list(store.pages.values()):
+            if page.seq < cursor.page or queue.id not in page.needed:
+                continue
+            found = self._find(store, page, origin, mirror_id)
+            if found is None:
+                continue
+            offset, record = found
+            if page.seq == cursor.page and offset < cursor.offset:
+                return None  # read back already: in the queue or out to a consumer
+            acked = cursor.acked.get(page.seq)
+            if queue.id not in record.queue_ids or (acked and record.message_id in acked):
+                return None
+            if acked is None:
+                acked = cursor.acked[page.seq] = set()
+            acked.add(record.message_id)  # the cursor skips it when it gets there
+            queue.paged -= 1
+            store.usage.paged -= 1
+            cursor.outstanding[page.seq] = cursor.outstanding.get(page.seq, 0) + 1
+            cursor.accounted[page.seq] = cursor.accounted.get(page.seq, 0) + 1
+            return self._reference(queue, record, page.seq)
+        return None
+
+    def _find(
+        self, store: PageStore, page: Page, origin: str, mirror_id: int
+    ) -> tuple[int, MessageAdded] | None:
+        """The record of a page with that identity, through a small cache of page indexes (acknowledgements
+        come roughly in the order of their messages, so a few pages serve a long run of them)."""
+        index = self._indexes.get(page.seq)
+        if index is None or index.end < page.visible:
+            index = self._index(store, page, index)
+        self._indexes.move_to_end(page.seq)
+        return index.records.get((origin, mirror_id))
+
+    def _index(self, store: PageStore, page: Page, index: PageIndex | None) -> PageIndex:
+        if index is None:
+            index = PageIndex()
+            self._indexes[page.seq] = index
+            while len(self._indexes) > INDEXED_PAGES:
+                self._indexes.popitem(last=False)
+        node_id = self.index.node_id
+        try:
+            start = index.end
+            for end, record in records(page.file, start, page.visible):
+                origin = record.origin_broker_id or node_id
+                mid = record.message_id if record.origin_message_id is None else record.origin_message_id
+                index.records[(origin, mid)] = (start, record)
+                start = index.end = end
+        except PageCorrupt:
+            index.end = page.visible
+        return index
 
     def released(self, ref: MessageRef) -> None:
         """A reference read back from a page is gone (acknowledged, expired, dropped with its queue)."""
@@ -255,20 +327,24 @@ class Paging(Observer):
         if acked is None:
             acked = cursor.acked[page.seq] = set()
         acked.add(message_id)
+        cursor.accounted[page.seq] = cursor.accounted.get(page.seq, 0) + 1
         queue.paged -= 1
         store.usage.paged -= 1
         queue.acked += 1
         if page.durable_counts.get(queue.id) and self.persistence.enabled:
             self.persistence.persist(PageAcked(queue.id, message_id, page.seq, reason))
+        self._maybe_complete(store, cursor, page)
+        self._settle(store)
 
     # ------------------------------------------------------------------------------ page life
 
     def _maybe_complete(self, store: PageStore, cursor: PageCursor, page: Page) -> None:
         queue = cursor.queue
-        if cursor.outstanding.get(page.seq) or queue.id not in page.needed or not cursor.read_past(page):
+        if queue.id not in page.needed or not cursor.done_with(page):
             return
         page.needed.discard(queue.id)
         cursor.acked.pop(page.seq, None)
+        cursor.accounted.pop(page.seq, None)
         if page.durable_counts.get(queue.id) and self.persistence.enabled:
             self.persistence.persist(PageCompleted(queue.id, page.seq))
         if not page.needed:
@@ -278,6 +354,7 @@ class Paging(Observer):
         if not page.closed:
             return  # the current page: it goes when the address stops paging or the page is full
         store.pages.pop(page.seq, None)
+        self._indexes.pop(page.seq, None)
         if page.journalled and self.persistence.enabled:
             self.persistence.persist(PageRemoved(page.seq))
             self.persistence.after_durable(page.file.remove)
@@ -495,6 +572,7 @@ class Paging(Observer):
             acked = live.acks.get(q.id)
             if acked:
                 cursor.acked[seq] = set(acked)
+                cursor.accounted[seq] = len(acked)
             left = count - len(acked or ())
             q.paged += left
             usage.paged += left

@@ -53,7 +53,7 @@ class Page:
 class PageCursor:
     """Where one queue is in its address's pages, and what it read from each page and still holds."""
 
-    __slots__ = ("acked", "offset", "outstanding", "page", "queue")
+    __slots__ = ("accounted", "acked", "offset", "outstanding", "page", "queue")
 
     def __init__(self, queue: Queue, page: int, offset: int = HEADER_SIZE) -> None:
         self.queue = queue
@@ -61,6 +61,7 @@ class PageCursor:
         self.offset = offset  # of the next frame in it
         self.outstanding: dict[int, int] = {}  # by page: references read back and not yet gone
         self.acked: dict[int, set[int]] = {}  # by page: message ids acknowledged before being read back
+        self.accounted: dict[int, int] = {}  # by page: references read back or acknowledged in the page
 
     def __repr__(self) -> str:
         return f"<PageCursor {self.queue.name!r} at {self.page}:{self.offset}>"
@@ -70,6 +71,14 @@ class PageCursor:
         return page.closed and (
             self.page > page.seq or (self.page == page.seq and self.offset >= page.file.end)
         )
+
+    def done_with(self, page: Page) -> bool:
+        """Whether every reference of this queue in `page` (which no longer grows) was read back or
+        acknowledged, and none read back is still held: the queue completes the page."""
+        seq = page.seq
+        if not page.closed or self.outstanding.get(seq):
+            return False
+        return self.read_past(page) or self.accounted.get(seq, 0) >= page.counts.get(self.queue.id, 0)
 
 
 class PageStore:

@@ -180,3 +180,22 @@ def test_block_withholds_credit_until_the_address_has_room(net: Network) -> None
     assert len(drain(client, "orders")) == 700
     net.pump()
     assert link.credit == 1000  # room again: the window is granted
+
+
+def test_a_mirrored_acknowledgement_finds_its_message_in_a_page(net: Network) -> None:
+    net.broker("dc1", persistence=True, mirror_to="dc2", settings=settings(max_size=10_000_000))
+    net.broker("dc2", persistence=True, settings=settings(max_size=5_000, read=10))
+    net.start_all()
+    client = net.client("dc1")
+    for i in range(200):
+        client.send("orders", f"m{i}")
+    net.pump()
+    dc2_queue = net.server("dc2").queues["orders"]
+    assert dc2_queue.depth == 200 and dc2_queue.paged > 150  # DC2 holds the copies in pages
+    assert len(drain(client, "orders", credit=50)) == 200  # consumed on DC1: 200 acks mirrored
+    net.pump()
+    stats = net.brokers["dc2"].mirror_target.stats  # type: ignore[union-attr]
+    assert dc2_queue.depth == 0
+    assert stats.get("ack_retries", 0) == 0  # every ack matched at once, none waited to be retried
+    net.pump()
+    assert pages(net, "dc2") == []
