@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from broker_core.journal import iter_records
 from broker_core.journal.collector import collector_paused
 from broker_core.journal.node_id import NODE_ID_FILE
 from broker_core.journal.records import (
@@ -30,6 +29,7 @@ from broker_core.journal.records import (
     QueueAdded,
     QueueRemoved,
 )
+from broker_core.paging.replay import iter_records_with_pages
 
 from .identity import payload_digest, repair_origin
 
@@ -93,7 +93,7 @@ def _rows(directory: Path, live: LiveMessages | None) -> Iterator[Row]:
     queues: dict[int, tuple[str, str]] = {}  # queue id -> (name, address)
     live = LiveMessages() if live is None else live
     blank: list[Any] = [None] * len(COLUMNS)
-    for (seg, off), rec in iter_records(directory):
+    for (seg, off), rec in iter_records_with_pages(directory):  # paged messages read as journalled
         row = list(blank)
         row[0], row[1], row[2] = node, seg, off
         if isinstance(rec, MessageAdded):

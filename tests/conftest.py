@@ -105,6 +105,7 @@ TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest
     "conformance/": "adapter",
     "paging/": "integration",
     "paging/test_paging_rules.py": "pure",
+    "paging/test_page_replay.py": "pure",
     "spark_dr/": "spark",
     "installed/": "installed",
     "test_layers.py": "pure",
