@@ -119,6 +119,7 @@ TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest
     "test_security.py": "adapter",
     "test_tls.py": "adapter",
     "test_review_regressions.py": "adapter",
+    "test_peer_frame_size.py": "adapter",
     "test_broker_semantics.py": "integration",
     "test_cli.py": "integration",
     "test_compiled.py": "integration",
