@@ -45,6 +45,7 @@ class Turn:
         self.scheduled = False
         self.ready: deque[Callback] = deque()  # confirmations: appended by the writer thread, run here
         self.on_fatal: Callable[[BaseException], None] | None = None
+        self.journal_failed = False
         persistence.set_scheduler(self._schedule)
 
     def mark_dirty(self, connection: Writable) -> None:
@@ -76,6 +77,10 @@ class Turn:
         try:
             self.persistence.flush()
         except JournalError as exc:
+            if self.journal_failed:  # said, and the stop asked for, once: the batches after it fail too
+                log.debug("journal still failed: %s", exc)
+                return
+            self.journal_failed = True
             # Nothing can be made durable any more: stop (Artemis's critical I/O policy), loudly.
             log.critical("journal failed, the broker cannot persist and shuts down: %s", exc)
             if self.on_fatal is not None:

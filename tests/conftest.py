@@ -113,6 +113,7 @@ TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest
     "test_engine.py": "pure",
     "test_queues.py": "pure",
     "test_batching.py": "pure",
+    "test_connection_loss_journal.py": "pure",
     "test_persistence.py": "pure",
     "test_data_lock.py": "pure",
     "test_bad_input.py": "adapter",
