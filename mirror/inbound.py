@@ -87,6 +87,13 @@ class MirrorLinks:
             log.warning("%s: mirror link %r refused: %s", peer.name, link.name, refusal.description)
             raise refusal
         remote = str(remote_broker_id(attach))
+        node_id = self.server.node_id
+        if (
+            remote == node_id
+        ):  # it would speak for our own messages (origin trust): no broker mirrors to itself
+            refused = Unauthorized(f"a mirror link from broker {remote} claims this broker's own id")
+            log.warning("%s: mirror link %r refused: %s", peer.name, link.name, refused.description)
+            raise refused
         log.info(
             "%s: mirror link from broker %s attached on %s as user %s",
             peer.name,
@@ -94,8 +101,7 @@ class MirrorLinks:
             address,
             peer.user or "<anonymous>",
         )
-        reply = mirror_target_answer(attach, self.server.node_id, handle=0)
-        node_id = self.server.node_id
+        reply = mirror_target_answer(attach, node_id, handle=0)
         trust = OriginTrust(remote, node_id, peer.acceptor.mirror_trusted_origins, self.mirrors_to)
         return Answer(reply, MirrorLink(remote, trust), max(peer.credit_window, MIRROR_CREDIT_WINDOW))
 

@@ -23,7 +23,7 @@ from tests.mirror.test_dual_mirror import mirror_xml
 from tests.peers.ports import free_port, wait_until
 from tests.support.broker import BrokerProcess
 from tests.support.client import receive, send
-from tests.support.peer import ScriptedClient
+from tests.support.peer import Frame, ScriptedClient
 
 FAR = 2**62
 ACK_OF_1 = "an acknowledgement of message 1"
@@ -39,6 +39,10 @@ def refused(client: ScriptedClient, payload: bytes) -> str:
     condition, description = detach["error"].value[:2]
     assert not any(f.name == "disposition" for f in client.frames[start:]), "the refused event was settled"
     return f"{condition}: {description}"
+
+
+def condition_of(detach: Frame) -> str:
+    return str(detach["error"].value[0])
 
 
 def test_a_link_cannot_speak_for_another_broker(tmp_path: Path) -> None:
@@ -57,6 +61,10 @@ def test_a_link_cannot_speak_for_another_broker(tmp_path: Path) -> None:
             # it acknowledges one of our messages, but we do not mirror to it: it has none of them
             why = refused(client, post_ack("t.q", "t.addr", 1, **{"x-opt-amq-bkr-id": ours}))
         assert why == f"amqp:unauthorized-access: broker dc1 may not send {ACK_OF_1} of origin {ours}"
+        with ScriptedClient(b.port) as client:  # a source claiming to be this very broker
+            answer = attach_mirror(client, ours)
+            assert answer.detach is not None and answer.flow is None
+            assert condition_of(answer.detach) == "amqp:unauthorized-access"
         assert peek(b, "t.addr", "t.q") == ["dc1's own", "dc1's next"]
         assert target_stats(b)["untrusted"] == 2
     finally:
