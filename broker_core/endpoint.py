@@ -183,9 +183,18 @@ class BrokerEndpoint:
             level = logging.WARNING if isinstance(exc, Unauthorized) else logging.INFO
             log.log(level, "%s: attach of %r refused: %s", self.name, link.name, exc.description)
             self._refuse(link, attach, exc.condition, exc.description)
+        except errors.FrameTooLarge as exc:
+            # Our answer does not fit the peer's max-frame-size: refuse the link rather than send a frame
+            # the peer cannot take (what the answer set up for it goes again).
+            self.consumer_gone(link, closed=False)
+            link.context = None
+            log.info("%s: attach of %r refused: %s", self.name, link.name, exc.description)
+            self._refuse(link, attach, exc.condition, exc.description)
 
     def _refuse(self, link: Link, attach: Attach, condition: str, description: str) -> None:
         # A refused attach is answered with a null terminus, then detached with the error (part 2.6.3).
+        # The peer's other terminus is echoed when it fits its max-frame-size; when it does not, the name
+        # alone (and when not even that fits, FrameTooLarge closes the connection).
         reply = Attach(
             name=link.name, snd_settle_mode=attach.snd_settle_mode, rcv_settle_mode=attach.rcv_settle_mode
         )
@@ -193,7 +202,10 @@ class BrokerEndpoint:
             reply.target = attach.target
         else:
             reply.source = attach.source
-        self.conn.attach(link.session, reply, link)
+        try:
+            self.conn.attach(link.session, reply, link)
+        except errors.FrameTooLarge:
+            self.conn.attach(link.session, Attach(name=link.name), link)
         self.conn.detach(link, closed=True, condition=condition, description=description)
         self.mark_dirty()
 

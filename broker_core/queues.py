@@ -258,9 +258,27 @@ class Queue:
             self.waiting[ref.message.id] = ref
 
     def remove(self, ref: MessageRef) -> None:
-        """Take one waiting reference out of the queue (to acknowledge it out of band)."""
-        self.messages.remove(ref)
-        del self.waiting[ref.message.id]
+        """Take one waiting reference out of the queue (to acknowledge it out of band: a mirrored ack).
+
+        Found from the nearer end (ids grow from head to tail), so the cost is the distance from that
+        end, not the depth: the other data centre consumes the oldest messages, and a catch-up applies a
+        message shortly before its ack, at the newest end of a queue that may hold a deep backlog."""
+        messages = self.messages
+        mid = ref.message.id
+        if mid - messages[0].message.id <= messages[-1].message.id - mid:
+            messages.remove(ref)  # from the head
+        else:  # from the tail: the younger references step aside and come back in order
+            younger: list[MessageRef] = []
+            while messages:
+                r = messages.pop()
+                if r is ref:
+                    break
+                younger.append(r)
+            else:
+                messages.extend(reversed(younger))
+                raise ValueError("reference not in queue")
+            messages.extend(reversed(younger))
+        del self.waiting[mid]
 
     def keep_only(self, refs: list[MessageRef]) -> None:
         """Replace the waiting references with `refs` (a subset, in order)."""

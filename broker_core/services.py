@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from .amqp.connection import Connection, Link, Session
     from .amqp.performatives import Attach
+    from .config.model import Acceptor
     from .errors import BrokerError
 
 
@@ -31,6 +32,10 @@ class Peer(Protocol):
     @property
     def credit_window(self) -> int:
         """The acceptor's credit for a client link (amqpCredits)."""
+
+    @property
+    def acceptor(self) -> Acceptor:
+        """The acceptor the connection came through."""
 
     def accept_later(self, session: Session, delivery_id: int) -> None:
         """Settle the delivery Accepted with the next output (ranges are coalesced)."""

@@ -81,7 +81,8 @@ class Turn:
 
     def journal_failed(self, exc: BaseException) -> None:
         """Nothing can be made durable any more: stop (Artemis's critical I/O policy), loudly, once."""
-        if self.failed:
+        if self.failed:  # said, and the stop asked for, once: the batches after it fail too
+            log.debug("journal still failed: %s", exc)
             return
         self.failed = True
         log.critical("journal failed, the broker cannot persist and shuts down: %s", exc)

@@ -7,7 +7,9 @@ a mirror link creates and deletes addresses and queues and acknowledges messages
 authority, so send permission alone must not open one (a deliberate hardening beyond Artemis).
 
 Every delivery is applied by the `MirrorTarget` and Accepted once what it journalled is durable; the
-Accepted of a whole journal batch costs one callback, not one each.
+Accepted of a whole journal batch costs one callback, not one each. An event of an origin broker the
+link may not speak for (`trust.py`) closes the link instead: nothing of it is applied, and the source
+keeps it.
 """
 
 from __future__ import annotations
@@ -15,10 +17,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from broker_core.amqp import errors
 from broker_core.errors import Unauthorized
 from broker_core.services import Answer
 
 from .attach import mirror_refusal, mirror_target_answer, remote_broker_id, send_permission_refusal
+from .target import UntrustedOrigin
+from .trust import REMOTE_KEY_PREFIX, TRUST_PARAMETER, OriginTrust, RefusalLog
 
 if TYPE_CHECKING:
     from broker_core.amqp.connection import Link, Session
@@ -38,10 +43,11 @@ MIRROR_CREDIT_WINDOW = 5000
 class MirrorLink:
     """One remote broker's mirror link into this broker, and the deliveries awaiting their batch."""
 
-    __slots__ = ("batch", "batch_at", "batch_session", "remote_id")
+    __slots__ = ("batch", "batch_at", "batch_session", "remote_id", "trust")
 
-    def __init__(self, remote_id: str) -> None:
+    def __init__(self, remote_id: str, trust: OriginTrust) -> None:
         self.remote_id = remote_id
+        self.trust = trust
         self.batch: list[int] | None = None  # delivery ids whose journal batch is not on disk yet
         self.batch_at = -1  # persistence.flushes when that batch was started
         self.batch_session: Session | None = None
@@ -53,6 +59,13 @@ class MirrorLinks:
     def __init__(self, server: Server, target: MirrorTarget) -> None:
         self.server = server
         self.target = target
+        self.refusals = RefusalLog()
+
+    def mirrors_to(self, broker_id: str) -> bool:
+        """Whether one of this broker's own mirrors goes to `broker_id` (as its link last announced)."""
+        meta = self.server.meta
+        wanted = broker_id.encode()
+        return any(k.startswith(REMOTE_KEY_PREFIX) and v == wanted for k, v in list(meta.items()))
 
     def attach(self, peer: Peer, link: Link, attach: Attach, address: str) -> Answer:
         try:
@@ -74,6 +87,13 @@ class MirrorLinks:
             log.warning("%s: mirror link %r refused: %s", peer.name, link.name, refusal.description)
             raise refusal
         remote = str(remote_broker_id(attach))
+        node_id = self.server.node_id
+        if (
+            remote == node_id
+        ):  # it would speak for our own messages (origin trust): no broker mirrors to itself
+            refused = Unauthorized(f"a mirror link from broker {remote} claims this broker's own id")
+            log.warning("%s: mirror link %r refused: %s", peer.name, link.name, refused.description)
+            raise refused
         log.info(
             "%s: mirror link from broker %s attached on %s as user %s",
             peer.name,
@@ -81,14 +101,21 @@ class MirrorLinks:
             address,
             peer.user or "<anonymous>",
         )
-        reply = mirror_target_answer(attach, self.server.node_id, handle=0)
-        return Answer(reply, MirrorLink(remote), max(peer.credit_window, MIRROR_CREDIT_WINDOW))
+        reply = mirror_target_answer(attach, node_id, handle=0)
+        trust = OriginTrust(remote, node_id, peer.acceptor.mirror_trusted_origins, self.mirrors_to)
+        return Answer(reply, MirrorLink(remote, trust), max(peer.credit_window, MIRROR_CREDIT_WINDOW))
 
     def on_delivery(
         self, peer: Peer, link: Link, state: object, delivery_id: int, settled: bool, payload: bytes
     ) -> None:
         assert isinstance(state, MirrorLink)  # never relayed: the prefix is looked up at attach only
-        durable = self.target.apply(state.remote_id, payload)
+        if link.closed_locally:
+            return  # refused: what was in flight stays unsettled, and the source sends it again
+        try:
+            durable = self.target.apply(state.remote_id, payload, state.trust)
+        except UntrustedOrigin as exc:
+            self._refuse(peer, link, exc)
+            return
         if settled:
             return
         session = link.session
@@ -104,6 +131,27 @@ class MirrorLinks:
             state.batch_at, state.batch_session = persistence.flushes, session
             persistence.after_durable(lambda: _accept_all(peer, session, batch))
         batch.append(delivery_id)
+
+    def _refuse(self, peer: Peer, link: Link, exc: UntrustedOrigin) -> None:
+        """Close the link: its remote spoke for an origin it may not (nothing of the event was applied)."""
+        peer.conn.detach(link, closed=True, condition=errors.UNAUTHORIZED_ACCESS, description=exc.description)
+        peer.mark_dirty()
+        since = self.refusals.due(exc.remote, exc.origin)
+        if since is None:
+            return
+        log.warning(
+            "MIR101: %s: mirror link %r from broker %s closed: it sent %s of origin %s, a broker it may not "
+            "speak for; allow it with the acceptor parameter %s=%s:%s (a chain or ring)%s",
+            peer.name,
+            link.name,
+            exc.remote,
+            exc.what,
+            exc.origin,
+            TRUST_PARAMETER,
+            exc.remote,
+            exc.origin,
+            f"; {since} more refusals in the last minute" if since else "",
+        )
 
 
 def _accept_all(peer: Peer, session: Session, delivery_ids: list[int]) -> None:

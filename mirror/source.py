@@ -34,6 +34,7 @@ from . import wire
 from .attach import check_target_answer, mirror_source_attach, remote_broker_id
 from .json_shapes import AddressInfo, QueueConfiguration
 from .json_shapes import RoutingType as JsonRoutingType
+from .trust import REMOTE_KEY_PREFIX
 
 if TYPE_CHECKING:
     from broker_core.amqp.connection import Link
@@ -91,7 +92,7 @@ class MirrorSource(Observer):
             "topology_queued": 0,
         }
         self.last_accepted = 0.0  # when the target last accepted an event (epoch seconds)
-        self._remote_key = f"mirror.remote.{self.name}"
+        self._remote_key = f"{REMOTE_KEY_PREFIX}{self.name}"
         self._remote_raw: bytes | None = None
         self._remote: str | None = None
 
@@ -333,7 +334,7 @@ class MirrorSource(Observer):
             raise ConnectError(problem)
         remote = str(remote_broker_id(answer))
         if remote != self.remote_id:
-            self.server.set_meta(f"mirror.remote.{self.name}", remote.encode())
+            self.server.set_meta(f"{REMOTE_KEY_PREFIX}{self.name}", remote.encode())
             log.info("mirror %s: target broker id %s", self.name, remote)
         consumer = MirrorConsumer(self, conn, link, self.queue)
         link.context.state = consumer

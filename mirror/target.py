@@ -1,10 +1,15 @@
 """The mirror target: apply a remote broker's events idempotently, then answer Accepted once durable.
 
-- Messages: deduplicated per origin broker by id (`RecentIds`: an exact window of recent ids and a floor
-  below it; the highest id is persisted), stored with their (origin broker, origin id) identity, routed
-  with the cause "applying from <remote>", so that our own mirror sources do not reflect them.
-- postAck: the message is found by identity on the named queue; when it is not there yet (or is out to
-  a local consumer) the ack is kept as a persisted retry and tried again, a bounded number of times.
+- Origins: an event naming an origin broker its link may not speak for is refused (`trust.py`), before
+  anything of it is applied.
+- Messages: deduplicated per origin broker by id (`dedup.RecentIds`: an exact window of recent ids and
+  a floor below it that no single id can push ahead; a confirmed watermark is persisted), stored with
+  their (origin broker, origin id) identity, routed with the cause "applying from <remote>", so that
+  our own mirror sources do not reflect them.
+- postAck: the message is found by identity on the named queue. A postAck applied before (re-sent after
+  a reconnect), or whose message was here and is gone (consumed here too), is settled at once and
+  counted; one whose message may still come (or is out to a local consumer) is kept as a persisted
+  retry and tried again, a bounded number of times.
 - Address/queue events: create if missing, delete if present; errors are logged, never refused.
 The target always answers Accepted (an Artemis source treats Rejected as loss), once the work is on disk.
 """
@@ -12,16 +17,17 @@ The target always answers Accepted (an Artemis source treats Rejected as loss), 
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
-from broker_core.errors import BrokerError
+from broker_core.errors import BrokerError, Unauthorized
 from broker_core.events import Cause
 from broker_core.message import MessageView
 from broker_core.vocabulary import ANYCAST, MULTICAST, AckReason
 
 from . import decode, wire
+from .dedup import RecentAcks, RecentIds
+from .trust import OriginTrust
 
 if TYPE_CHECKING:
     from broker_core.server import Server
@@ -29,7 +35,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("broker.mirror")
 
 ACK_RETRY_PREFIX = "mirror.ackretry."
-DEDUP_PREFIX = "mirror.dedup."
+DEDUP_PREFIX = "mirror.dedup."  # the confirmed watermark of an origin (dedup.RecentIds)
+NEWEST_PREFIX = "mirror.newest."  # the newest id of an origin: an exact entry after a restart
+
+# What became of a postAck (`MirrorTarget.ack`)
+MATCHED = 0  # its message was found and acknowledged
+PENDING = 1  # its message may still come, or is out to a local consumer: retry
+DUPLICATE = 2  # applied before: a copy re-sent after a reconnect
+GONE = 3  # its message was here and is no longer on that queue (consumed here as well)
 
 # A retried acknowledgement is applied as broker work that no mirror forwards: the event it retries was
 # forwarded, or not, when it first arrived.
@@ -54,12 +67,14 @@ class AckRetries:
         self.tries[key] = 0
         self.stats["ack_retries"] += 1
 
-    def retry_all(self, apply: Callable[[str, int, str, int], bool]) -> None:
+    def retry_all(self, apply: Callable[[str, int, str, int], int]) -> None:
         for key in list(self.tries):
             origin, mid, queue = key[len(ACK_RETRY_PREFIX) :].split("|", 2)
             reason = int(self.server.meta.get(key, b"0") or b"0")
-            if apply(origin, int(mid), queue, reason):
-                self.stats["acks_matched_on_retry"] += 1
+            outcome = apply(origin, int(mid), queue, reason)
+            if outcome != PENDING:
+                if outcome == MATCHED:
+                    self.stats["acks_matched_on_retry"] += 1
                 self._drop(key)
                 continue
             self.tries[key] += 1
@@ -79,45 +94,14 @@ class AckRetries:
         self.server.set_meta(key, b"")  # an empty value deletes the key at recovery
 
 
-class RecentIds:
-    """Which ids of one origin were applied: an exact window of the latest, and a floor below it.
+class UntrustedOrigin(Unauthorized):
+    """An event whose origin broker its link may not speak for (`trust.py`): the link is closed."""
 
-    Ids usually arrive in increasing order, but an Artemis source numbers a message when it is sent and
-    queues it for the mirror at commit, so a transaction can deliver an older id after newer ones. The
-    window (Artemis keeps `amqpCredits` ids; we keep more) recognises those; ids older than the window
-    count as seen. After a restart only the persisted highest id is known, so it becomes the floor.
-    """
-
-    __slots__ = ("batch", "floor", "high", "ids", "meta_key", "order")
-
-    WINDOW: ClassVar[int] = 20000
-
-    def __init__(self, meta_key: str = "") -> None:
-        self.meta_key = meta_key  # where the highest id is persisted
-        self.batch = -1  # the journal batch (server.flushes) whose watermark record is already asked for
-        self.ids: set[int] = set()
-        self.order: deque[int] = deque()  # arrival order: the oldest id is evicted first
-        self.floor = 0  # every id at or below this counts as seen
-        self.high = 0
-
-    def seen(self, mid: int) -> bool:
-        return mid <= self.floor or mid in self.ids
-
-    def watermark(self) -> bytes:
-        return str(self.high).encode()
-
-    def add(self, mid: int) -> None:
-        if mid in self.ids:
-            return
-        self.ids.add(mid)
-        self.order.append(mid)
-        if mid > self.high:
-            self.high = mid
-        if len(self.order) > self.WINDOW:
-            oldest = self.order.popleft()
-            self.ids.discard(oldest)
-            if oldest > self.floor:
-                self.floor = oldest
+    def __init__(self, remote: str, origin: str, what: str) -> None:
+        super().__init__(f"broker {remote} may not send {what} of origin {origin}")
+        self.remote = remote
+        self.origin = origin
+        self.what = what
 
 
 class MirrorTarget:
@@ -131,34 +115,47 @@ class MirrorTarget:
             "duplicates": 0,
             "events": 0,
             "acks": 0,
+            "acks_duplicate": 0,  # a postAck applied before, re-sent
+            "acks_message_gone": 0,  # a postAck of a message that was here and was consumed here too
             "unknown_events": 0,
             "errors": 0,
+            "untrusted": 0,  # events refused: their origin is not one their link may speak for
         }
         self.dedup: dict[str, RecentIds] = {}
+        self.acked: dict[str, RecentAcks] = {}
         for key, value in server.meta.items():
             if key.startswith(DEDUP_PREFIX) and value:
-                self._recent(key[len(DEDUP_PREFIX) :]).floor = int(value)
+                origin = key[len(DEDUP_PREFIX) :]
+                self.dedup[origin] = RecentIds(key, int(value), NEWEST_PREFIX + origin)
         for msg in server.index.by_identity.values():
             if msg.via_mirror and msg.origin_broker_id and msg.origin_message_id is not None:
                 self._recent(msg.origin_broker_id).add(msg.origin_message_id)
+        for key, value in server.meta.items():  # last: the newest id is what arrived last
+            if key.startswith(NEWEST_PREFIX) and value:
+                self._recent(key[len(NEWEST_PREFIX) :]).add(int(value))
 
     def _recent(self, origin: str) -> RecentIds:
         recent = self.dedup.get(origin)
         if recent is None:
-            recent = self.dedup[origin] = RecentIds(DEDUP_PREFIX + origin)
+            recent = self.dedup[origin] = RecentIds(DEDUP_PREFIX + origin, 0, NEWEST_PREFIX + origin)
         return recent
 
     def status(self) -> dict[str, Any]:
         return {**self.stats, **self.retries.stats, "pendingAckRetries": len(self.retries.tries)}
 
-    def apply(self, remote_id: str, payload: bytes) -> bool:
-        """Apply one delivery from `remote_id`; returns True when it journalled something durable."""
+    def apply(self, remote_id: str, payload: bytes, trust: OriginTrust | None = None) -> bool:
+        """Apply one delivery from `remote_id`; returns True when it journalled something durable.
+
+        With `trust` (a mirror link's), an event of an origin the link may not speak for raises
+        `UntrustedOrigin` before anything of it is applied."""
         try:
             delivery = decode.decode_mirror_delivery(payload)
         except decode.MirrorDecodeError as exc:
             self.stats["errors"] += 1
             log.warning("mirror from %s: undecodable delivery dropped: %s", remote_id, exc)
             return False
+        if trust is not None:
+            self._check_origin(remote_id, delivery, trust)
         cause = Cause.applying(remote_id)
         try:
             if isinstance(delivery, decode.ReplicatedMessage):
@@ -174,6 +171,22 @@ class MirrorTarget:
             log.exception("mirror from %s: applying a delivery failed; accepted and dropped", remote_id)
             return False
 
+    def _check_origin(self, remote_id: str, delivery: decode.MirrorDelivery, trust: OriginTrust) -> None:
+        if isinstance(delivery, decode.ReplicatedMessage):
+            origin = delivery.broker_id
+            if origin is None or origin == remote_id or trust.allows(origin, False):
+                return
+            what = f"message {delivery.mr_id}"
+        elif isinstance(delivery, decode.ControlEvent) and delivery.kind == wire.POST_ACK:
+            origin = delivery.broker_id
+            if origin is None or origin == remote_id or trust.allows(origin, True):
+                return
+            what = f"an acknowledgement of message {delivery.message_id}"
+        else:
+            return  # address and queue events name no origin
+        self.stats["untrusted"] += 1
+        raise UntrustedOrigin(remote_id, origin, what)
+
     # -------------------------------------------------------------------------------- messages
 
     def _message(self, remote_id: str, m: decode.ReplicatedMessage, cause: Cause) -> bool:
@@ -184,12 +197,13 @@ class MirrorTarget:
             return False
         recent.add(m.mr_id)
         srv = self.server
-        # One watermark record per origin per journal batch; recovery also takes the highest origin id of
-        # the live messages, which covers a batch torn between its messages and this record.
+        # One watermark (and newest id) record per origin per journal batch; recovery also takes the
+        # origin ids of the live messages, which covers a batch torn between its messages and these.
         persistence = srv.persistence
         if recent.batch != persistence.flushes:
             recent.batch = persistence.flushes
             persistence.set_meta_at_flush(recent.meta_key, recent.watermark)
+            persistence.set_meta_at_flush(recent.newest_key, recent.newest)
         address = m.address
         if address is None:
             log.warning("mirror from %s: message %d has no address; dropped", remote_id, m.mr_id)
@@ -218,9 +232,11 @@ class MirrorTarget:
                 return False
             self.stats["acks"] += 1
             origin = ev.broker_id or remote_id
-            if not self.ack(origin, ev.message_id, ev.queue, ev.reason, cause):
+            outcome = self.ack(origin, ev.message_id, ev.queue, ev.reason, cause)
+            if outcome == PENDING:
                 self.retries.add(origin, ev.message_id, ev.queue, int(ev.reason))
-            return True
+            return outcome == MATCHED or outcome == PENDING  # what journalled something
+
         if kind == wire.ADD_ADDRESS:
             info = ev.address_info()
             if info.name not in srv.addresses:
@@ -256,32 +272,56 @@ class MirrorTarget:
             return True
         return False
 
-    def ack(self, origin: str, message_id: int, queue_name: str, reason: int, cause: Cause) -> bool:
+    def ack(self, origin: str, message_id: int, queue_name: str, reason: int, cause: Cause) -> int:
+        """Apply one postAck: MATCHED, PENDING (retry it), DUPLICATE or GONE (settled, counted)."""
         srv = self.server
         q = srv.queues.get(queue_name)
         if q is None:
             log.warning(
                 "Queue %s not found on mirror target, ignoring ack for message %d", queue_name, message_id
             )
-            return True
+            return MATCHED
         ref = srv.index.waiting_ref(q, origin, message_id)
         if ref is not None:
             q.remove(ref)
         else:  # still in a page (a deep backlog here): read back out of order to be acknowledged
             ref = srv.paging.take_unread(q, origin, message_id)
             if ref is None:
-                return False
+                return self._unmatched(origin, message_id, queue_name)
         if reason == AckReason.EXPIRED:
             srv.outcomes.expire(ref, cause)
         else:
             srv.outcomes.acknowledge(ref, reason, via_mirror=True, cause=cause)
-        return True
+        acked = self.acked.get(origin)
+        if acked is None:
+            acked = self.acked[origin] = RecentAcks()
+        acked.add((queue_name, message_id))
+        return MATCHED
+
+    def _unmatched(self, origin: str, message_id: int, queue_name: str) -> int:
+        """A postAck whose message does not wait on its queue: applied before, gone, or still to come."""
+        acked = self.acked.get(origin)
+        if acked is not None and (queue_name, message_id) in acked:
+            self.stats["acks_duplicate"] += 1
+            return DUPLICATE
+        srv = self.server
+        if srv.index.get(origin, message_id) is not None:
+            return PENDING  # here, but out to a local consumer (or not on this queue): it may come back
+        if origin == srv.node_id:  # one of ours, made here and gone since
+            gone = message_id < srv.persistence.next_message_id
+        else:  # one we received, and no longer hold
+            recent = self.dedup.get(origin)
+            gone = recent is not None and recent.seen(message_id)
+        if gone:
+            self.stats["acks_message_gone"] += 1
+            return GONE
+        return PENDING
 
     def retry_acks(self) -> None:
         if not self.retries.tries:
             return
 
-        def apply(origin: str, mid: int, queue: str, reason: int) -> bool:
+        def apply(origin: str, mid: int, queue: str, reason: int) -> int:
             return self.ack(origin, mid, queue, reason, ACK_RETRY)
 
         self.retries.retry_all(apply)

@@ -297,3 +297,66 @@ def test_disposition_fast_path_declines_what_it_does_not_know() -> None:
     short = _disposition("41", "5205")[:-1]
     assert fast_disposition_fields(short) is None
     assert fast_disposition_fields(bytes.fromhex(RHEA_DISPOSITIONS[0])[:-1]) is None  # list32, cut
+
+
+def frame_sizes(data: bytes) -> list[int]:
+    """The size of each frame in a stretch of output (after the protocol headers)."""
+    sizes, pos = [], 0
+    while pos < len(data):
+        if data[pos : pos + 4] == b"AMQP":
+            pos += 8
+            continue
+        size = int.from_bytes(data[pos : pos + 4], "big")
+        sizes.append(size)
+        pos += size
+    return sizes
+
+
+def small_peer() -> tuple[Connection, Recorder, Connection, Recorder]:
+    """A client that declares the smallest max-frame-size AMQP allows, and a server that does not."""
+    sh, ch = Recorder(), Recorder()
+    server = Connection(sh, server=True, container_id="server")
+    client = Connection(ch, server=False, container_id="client", max_frame_size=512)
+    sh.conn, ch.conn = server, client
+    client.start_client(sasl=True)
+    pump(client, server)
+    return client, ch, server, sh
+
+
+def test_an_attach_that_does_not_fit_the_peers_max_frame_size_is_never_sent() -> None:
+    client, _ch, server, sh = small_peer()
+    session = client.begin()
+    pump(client, server)
+    [server_session] = sh.sessions
+    too_long = Attach(name="ours", role=False, target=Target(address="t" * 600))
+    with pytest.raises(errors.FrameTooLarge, match="exceeds the peer's max-frame-size 512"):
+        server.attach(server_session, too_long)
+    assert not server.has_output() and not server_session.local_links  # nothing sent, nothing kept
+    # the peer's attach whose echo would not fit: the recorder's answer raises, the connection closes
+    client.attach(session, Attach(name="l", role=False, target=Target(address="q" * 600)))
+    client_out = client.take_output()
+    server.receive(client_out)
+    out = server.take_output()
+    assert server.closed and server.error is not None
+    assert server.error.condition == errors.FRAME_SIZE_TOO_SMALL
+    assert frame_sizes(out) and max(frame_sizes(out)) <= 512
+
+
+def test_error_descriptions_are_cut_short_to_fit_the_peers_max_frame_size() -> None:
+    client, ch, server, sh = small_peer()
+    session = client.begin()
+    pump(client, server)
+    client.attach(session, Attach(name="l", role=False, target=Target(address="q")))
+    pump(client, server)
+    [link] = sh.links
+    server.detach(link, condition=errors.NOT_FOUND, description="é" * 2000)  # two bytes a character
+    out = server.take_output()
+    assert max(frame_sizes(out)) <= 512
+    client.receive(out)
+    server.close(errors.INTERNAL_ERROR, "why " * 1000)
+    out = server.take_output()
+    assert max(frame_sizes(out)) <= 512
+    client.receive(out)
+    assert ch.closed and client.remote_close is not None and client.remote_close.error is not None
+    description = str(client.remote_close.error.description)
+    assert description.startswith("why why") and description.endswith("...")

@@ -51,7 +51,7 @@ from .performatives import (
     SaslResponse,
 )
 from .sasl import Phase, Sasl
-from .sessions import SessionHandler, Sessions
+from .sessions import SessionHandler, Sessions, fitted_frame
 
 __all__ = ["Connection", "Handler", "Link", "Session", "SessionHandler"]
 
@@ -170,8 +170,7 @@ class Connection:
         if self._phase == Phase.FRAMES and not self.close_sent:
             if not self.open_sent:
                 self._send_open()
-            self._emit(0, Close(error=self.error).encode_amqp())
-            self.close_sent = True
+            self._send_close(condition, description)
         self.closed = True
 
     def container_id_remote(self) -> str:
@@ -362,8 +361,14 @@ class Connection:
             self.closed = True
             return
         self._send_open()
-        err = Error(condition=condition, description=description) if condition else None
-        self._emit(0, Close(error=err).encode_amqp())
+        self._send_close(condition, description)
+
+    def _send_close(self, condition: str | None, description: str | None) -> None:
+        def close_frame(err: Error | None) -> bytes:
+            return Close(error=err).encode_amqp()
+
+        limit = self.links.remote_max_frame_size
+        self._out.append(fitted_frame(0, close_frame, condition, description, limit))
         self.close_sent = True
 
     def _on_close(self, close: Close) -> None:

@@ -115,6 +115,12 @@ class Session:
         self.local_links[h] = link
         return link
 
+    def forget_link(self, link: Link) -> None:
+        """Undo `new_link` for a link whose attach was never sent."""
+        self.local_links.pop(link.handle, None)
+        self.links_by_name.pop((link.name, link.is_sender), None)
+        self.next_handle = min(self.next_handle, link.handle)
+
     def link_for_remote(self, handle: int) -> Link:
         """The link the peer calls `handle` (a protocol error if it names none)."""
         link = self.links_by_remote_handle.get(handle)

@@ -46,3 +46,14 @@ class AmqpError(Exception):
 
 class ProtocolError(AmqpError):
     """The peer broke the protocol: the connection is closed with the condition."""
+
+
+class FrameTooLarge(ProtocolError):
+    """A frame of ours would exceed the peer's max-frame-size, which AMQP forbids (part 2.7.1): it is not
+    sent. Uncaught, the connection is closed with `amqp:frame-size-too-small`; the inbound endpoint
+    catches it at an attach and refuses just that link."""
+
+    def __init__(self, what: str, size: int, limit: int) -> None:
+        super().__init__(
+            FRAME_SIZE_TOO_SMALL, f"{what} of {size} bytes exceeds the peer's max-frame-size {limit}"
+        )

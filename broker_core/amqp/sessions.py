@@ -8,6 +8,7 @@ methods never need the connection itself.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from . import errors
@@ -102,8 +103,7 @@ class Sessions:
         if session.ended_locally:
             return
         session.ended_locally = True
-        err = Error(condition=condition, description=description) if condition else None
-        self._emit(session.channel, End(error=err).encode_amqp())
+        self._emit_fitted(session.channel, lambda err: End(error=err).encode_amqp(), condition, description)
         self._drop_session_if_done(session)
 
     def on_end(self, channel: int, end: End) -> None:
@@ -139,15 +139,25 @@ class Sessions:
         self.handler.on_attach(link, attach)
 
     def attach(self, session: Session, attach: Attach, link: Link | None = None) -> Link:
-        """Send an attach: a new link of ours (`link` None) or the answer to the peer's attach."""
+        """Send an attach: a new link of ours (`link` None) or the answer to the peer's attach.
+
+        Raises `FrameTooLarge`, sending nothing, when the attach does not fit the peer's max-frame-size
+        (long addresses, many capabilities or properties): the caller may refuse the link instead."""
+        new = link is None
         if link is None:
             link = session.new_link(attach.name, not attach.role)
         attach.handle = link.handle
         attach.role = RECEIVER if not link.is_sender else SENDER
         if link.is_sender and attach.initial_delivery_count is None:
             attach.initial_delivery_count = link.delivery_count
+        body = frame(session.channel, attach.encode_amqp(), FRAME_AMQP)
+        if len(body) > self.remote_max_frame_size:
+            if new:
+                session.forget_link(link)
+            what = f"attach of link {attach.name!r:.100}"
+            raise errors.FrameTooLarge(what, len(body), self.remote_max_frame_size)
         link.attach = attach
-        self._emit(session.channel, attach.encode_amqp())
+        self.out.append(body)
         return link
 
     def detach(
@@ -155,13 +165,20 @@ class Sessions:
     ) -> None:
         if link.closed_locally:
             return
-        link.closed_locally = True
         if link.attach is None:
-            # Never answered: a detach must follow an attach, so answer with a null terminus first.
+            # Never answered: a detach must follow an attach, so answer with a null terminus first (the
+            # peer's source echoed if it fits; only the name if not).
             ra = link.remote_attach
-            self.attach(link.session, Attach(name=link.name, source=ra.source if ra else None), link)
-        err = Error(condition=condition, description=description) if condition else None
-        self._emit(link.session.channel, Detach(handle=link.handle, closed=closed, error=err).encode_amqp())
+            try:
+                self.attach(link.session, Attach(name=link.name, source=ra.source if ra else None), link)
+            except errors.FrameTooLarge:
+                self.attach(link.session, Attach(name=link.name), link)
+        link.closed_locally = True
+
+        def detach_frame(err: Error | None) -> bytes:
+            return Detach(handle=link.handle, closed=closed, error=err).encode_amqp()
+
+        self._emit_fitted(link.session.channel, detach_frame, condition, description)
         link.session.drop_link_if_done(link)
 
     def on_detach(self, channel: int, detach: Detach) -> None:
@@ -325,3 +342,37 @@ class Sessions:
 
     def _emit(self, channel: int, body: bytes) -> None:
         self.out.append(frame(channel, body, FRAME_AMQP))
+
+    def _emit_fitted(
+        self,
+        channel: int,
+        encode: Callable[[Error | None], bytes],
+        condition: str | None,
+        description: str | None,
+    ) -> None:
+        """A detach or end with its error, the description shortened until the frame fits the peer's
+        max-frame-size (an error description is free text: a refusal naming a long address must not
+        become a frame the peer cannot take)."""
+        self.out.append(fitted_frame(channel, encode, condition, description, self.remote_max_frame_size))
+
+
+def fitted_frame(
+    channel: int,
+    encode: Callable[[Error | None], bytes],
+    condition: str | None,
+    description: str | None,
+    limit: int,
+) -> bytes:
+    """The frame of `encode(error)`, its description cut short when the whole would exceed `limit`."""
+    if not condition:
+        return frame(channel, encode(None), FRAME_AMQP)
+    body = frame(channel, encode(Error(condition=condition, description=description)), FRAME_AMQP)
+    if not description or len(body) <= limit:
+        return body
+    room = max(0, len(description) - (len(body) - limit) - 3)
+    while True:  # characters are 1-4 bytes in UTF-8: cut again until it fits
+        short = description[:room] + "..." if room else None
+        body = frame(channel, encode(Error(condition=condition, description=short)), FRAME_AMQP)
+        if len(body) <= limit or not room:
+            return body
+        room = max(0, room - (len(body) - limit))

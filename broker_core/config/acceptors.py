@@ -32,6 +32,17 @@ def _amqp_threshold(text: str) -> int:
     return parse_int(text, minimum=-1)
 
 
+def _trusted_origins(text: str) -> tuple[tuple[str, str], ...]:
+    """Ours (docs/mirror.md): the origins a mirror link whose remote is REMOTE may carry events of."""
+    pairs: list[tuple[str, str]] = []
+    for item in text.split(","):
+        remote, colon, origin = (part.strip() for part in item.partition(":"))
+        if not (colon and remote and origin) or ":" in origin:
+            raise BadValue(f"{item.strip()!r} is not a REMOTE:ORIGIN pair", "REMOTE:ORIGIN[,...], * for any")
+        pairs.append((remote, origin))
+    return tuple(pairs)
+
+
 # URI parameter -> (Acceptor field, converter). Keys are Artemis's spelling.
 _PARAMS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "protocols": ("protocols", _protocols),
@@ -49,6 +60,7 @@ _PARAMS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "anycastPrefix": ("anycast_prefix", _text),
     "multicastPrefix": ("multicast_prefix", _text),
     "connectionsAllowed": ("connections_allowed", lambda t: parse_int(t, minimum=-1)),
+    "mirrorTrustedOrigins": ("mirror_trusted_origins", _trusted_origins),
 }
 _TLS_PARAMS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "sslEnabled": ("enabled", parse_bool),

@@ -107,6 +107,8 @@ class Acceptor(Frozen):
     anycast_prefix: str | None = None
     multicast_prefix: str | None = None
     connections_allowed: int = -1  # -1: unlimited
+    # ours, beyond Artemis: the (remote, origin) broker ids a mirror link may forward ("*": any)
+    mirror_trusted_origins: tuple[tuple[str, str], ...] = ()
     other_params: dict[str, str] = {}  # unknown URI parameters, kept (each also produced a warning)
 
 

@@ -270,7 +270,7 @@ class Paging(Observer):
         """The record of a page with that identity, through a small cache of page indexes (acknowledgements
         come roughly in the order of their messages, so a few pages serve a long run of them)."""
         index = self._indexes.get(page.seq)
-        if index is None or index.end < page.visible:
+        if index is None or index.end < page.file.end:
             index = self._index(store, page, index)
         self._indexes.move_to_end(page.seq)
         return index.records.get((origin, mirror_id))
@@ -284,13 +284,15 @@ class Paging(Observer):
         node_id = self.index.node_id
         try:
             start = index.end
-            for end, record in records(page.file, start, page.visible):
+            # up to what is written, not only what is committed: an acknowledgement often comes in
+            # the very batch that brought its message, and both are journalled in that order
+            for end, record in records(page.file, start, page.file.end):
                 origin = record.origin_broker_id or node_id
                 mid = record.message_id if record.origin_message_id is None else record.origin_message_id
                 index.records[(origin, mid)] = (start, record)
                 start = index.end = end
         except PageCorrupt:
-            index.end = page.visible
+            index.end = page.file.end
         return index
 
     def released(self, ref: MessageRef) -> None:

@@ -19,8 +19,8 @@ from broker_core.message import (
 )
 from broker_core.vocabulary import AckReason
 from mirror import decode, wire
+from mirror.dedup import RecentIds
 from mirror.json_shapes import AddressInfo, RoutingType
-from mirror.target import RecentIds
 
 
 def _general_header(payload: bytes) -> tuple[Header, int]:

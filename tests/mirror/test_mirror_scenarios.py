@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import uuid
 from pathlib import Path
 
 import pytest
@@ -30,12 +31,17 @@ def conn_xml(*mirrors: tuple[str, int, str] | tuple[str, int, str, str]) -> str:
 
 
 def broker(
-    tmp: Path, name: str, port: int, *mirrors: tuple[str, int, str], addresses: str = QUEUES
+    tmp: Path,
+    name: str,
+    port: int,
+    *mirrors: tuple[str, int, str],
+    addresses: str = QUEUES,
+    node_id: str | None = None,
+    acceptor_params: str = "",
 ) -> BrokerProcess:
     extra = conn_xml(*mirrors) if mirrors else ""
-    return BrokerProcess(
-        tmp / name, name=name, port=port, xml_kwargs={"addresses": addresses, "extra": extra}
-    )
+    xml = {"addresses": addresses, "extra": extra, "acceptor_params": acceptor_params}
+    return BrokerProcess(tmp / name, name=name, port=port, xml_kwargs=xml, node_id=node_id)
 
 
 def drained(*brokers: BrokerProcess) -> bool:
@@ -198,11 +204,13 @@ def test_queue_removal_is_mirrored_unless_disabled(tmp_path: Path) -> None:
 
 def test_fan_out_and_chain_never_duplicate(tmp_path: Path) -> None:
     # A -> B -> C chain, plus A -> D fan-out. Messages reach B, C and D exactly once; acks follow.
+    # C takes A's events from B because it is told to (origin trust, docs/mirror.md).
     pa, pb, pc, pd = (free_port() for _ in range(4))
-    c = broker(tmp_path, "c", pc).start()
+    node_a, node_b = str(uuid.uuid4()), str(uuid.uuid4())
+    c = broker(tmp_path, "c", pc, acceptor_params=f"mirrorTrustedOrigins={node_b}:{node_a}").start()
     d = broker(tmp_path, "d", pd).start()
-    b = broker(tmp_path, "b", pb, ("C", pc, "")).start()
-    a = broker(tmp_path, "a", pa, ("B", pb, ""), ("D", pd, "")).start()
+    b = broker(tmp_path, "b", pb, ("C", pc, ""), node_id=node_b).start()
+    a = broker(tmp_path, "a", pa, ("B", pb, ""), ("D", pd, ""), node_id=node_a).start()
     try:
         wait_until(lambda: a.log().count("AMQ111003") >= 2 and "AMQ111003" in b.log(), 20, "mirrors up")
         send(a.url, "orders", [f"x{i}" for i in range(30)])

@@ -91,6 +91,7 @@ class BrokerProcess:
     proc: subprocess.Popen | None = None
     log_path: Path | None = None
     starts: int = 0
+    node_id: str | None = None  # fixed before the first start (else the broker makes one)
 
     @property
     def url(self) -> str:
@@ -106,6 +107,10 @@ class BrokerProcess:
         self.config_path.write_text(broker_xml(self.name, self.port, **self.xml_kwargs))
         (etc / "artemis-users.properties").write_text(USERS)
         (etc / "artemis-roles.properties").write_text(ROLES)
+        node_file = self.home / "data" / "journal" / "node-id"
+        if self.node_id is not None and not node_file.exists():
+            node_file.parent.mkdir(parents=True, exist_ok=True)
+            node_file.write_text(self.node_id + "\n")
         return self.config_path
 
     def start(self, timeout: float = 20.0) -> BrokerProcess:

@@ -29,6 +29,7 @@ from broker_core.acceptor import AmqpSocket
 from broker_core.amqp.connection import Connection, Link, Session
 from broker_core.amqp.performatives import Accepted, Attach, Rejected, Source, Target
 from broker_core.config import load_config
+from broker_core.journal.node_id import NODE_ID_FILE
 from broker_core.message import build_message
 
 BROKER_XML = """<?xml version="1.0"?>
@@ -39,7 +40,7 @@ BROKER_XML = """<?xml version="1.0"?>
     <security-enabled>false</security-enabled>
     <journal-directory>{home}/journal</journal-directory>
     <paging-directory>{home}/paging</paging-directory>
-    <acceptors><acceptor name="amqp">tcp://127.0.0.1:{port}?protocols=AMQP;anycastPrefix=anycast://;multicastPrefix=multicast://</acceptor></acceptors>
+    <acceptors><acceptor name="amqp">tcp://127.0.0.1:{port}?protocols=AMQP;anycastPrefix=anycast://;multicastPrefix=multicast://{acceptor_params}</acceptor></acceptors>
     <broker-connections>{connections}</broker-connections>
     <address-settings>{settings}</address-settings>
     <addresses>{addresses}</addresses>
@@ -200,8 +201,11 @@ class Network:
         addresses: str = '<address name="orders"><anycast><queue name="orders"/></anycast></address>',
         settings: str = "",
         port: int | None = None,
+        acceptor_params: str = "",
+        node_id: str | None = None,
     ) -> Broker:
-        """A broker; `mirror_to` names the broker its `<mirror>` connection (named after it) goes to."""
+        """A broker; `mirror_to` names the broker its `<mirror>` connection (named after it) goes to.
+        `acceptor_params` are added to its acceptor's URI (`key=value;...`); `node_id` fixes its id."""
         port = port or self._port_of(name)
         connections = ""
         if mirror_to is not None:
@@ -210,6 +214,9 @@ class Network:
             connections = f"<amqp-connection {attributes}>{mirror}</amqp-connection>"
         home = self.home / name
         home.mkdir(parents=True, exist_ok=True)
+        if node_id is not None:
+            (home / "journal").mkdir(exist_ok=True)
+            (home / "journal" / NODE_ID_FILE).write_text(node_id + "\n")
         xml = BROKER_XML.format(
             name=name,
             persistence=str(persistence).lower(),
@@ -218,6 +225,7 @@ class Network:
             connections=connections,
             addresses=addresses,
             settings=settings,
+            acceptor_params=f";{acceptor_params}" if acceptor_params else "",
         )
         (home / "broker.xml").write_text(xml)
         config, _ = load_config(home / "broker.xml")

@@ -108,6 +108,7 @@ class PeerConnection:
         self.remote_open: Frame | None = None
         self.remote_close: Frame | None = None
         self.remote_max_frame = 512
+        self.largest_frame = 0  # the largest frame received (a peer must never exceed our max-frame-size)
         self.links: dict[int, PeerLink] = {}  # by our handle
         self.remote_links: dict[int, PeerLink] = {}  # by the remote's handle
         self.next_outgoing_id = 0
@@ -151,6 +152,7 @@ class PeerConnection:
     def read_frame(self, timeout: float) -> tuple[int, int, bytes]:
         """(frame type, channel, body); body is empty for a heartbeat."""
         size, doff, ftype, channel = struct.unpack(">IBBH", self.read_exact(8, timeout))
+        self.largest_frame = max(self.largest_frame, size)
         rest = self.read_exact(size - 8, timeout)
         return ftype, channel, rest[doff * 4 - 8 :]
 
