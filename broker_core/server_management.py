@@ -6,8 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .errors import NotFound
-from .management import BROKER, QUEUE, Management
-from .queues import Queue, QueueStats
+from .management import ADDRESS, BROKER, QUEUE, Management
+from .queues import Address, Queue, QueueStats
 from .server import Server
 
 # Artemis's queue attribute names -> our statistics' keys
@@ -55,3 +55,26 @@ def add_server_operations(management: Management, server: Server) -> None:
 
     for attribute, key in QUEUE_ATTRIBUTES.items():
         management.add_attribute(QUEUE, attribute, queue_attribute(key))
+
+    def address(name: str) -> Address:
+        a = server.addresses.get(name)
+        if a is None:
+            raise NotFound(f"address {name} does not exist")
+        return a
+
+    # Artemis's AddressControl names, for the address's memory and pages
+    address_attributes: dict[str, Callable[[Address], Any]] = {
+        "addressSize": lambda a: a.usage.bytes,
+        "numberOfMessages": lambda a: a.usage.messages + a.usage.paged,
+        "paging": lambda a: a.usage.store is not None,
+        "numberOfPages": lambda a: server.paging.pages_of(a.name),
+        "maxSize": lambda a: a.usage.max_bytes,
+        "addressFullPolicy": lambda a: a.usage.policy,
+        "messagesDropped": lambda a: a.usage.dropped,
+    }
+
+    def address_attribute(read: Callable[[Address], Any]) -> Callable[[str], Any]:
+        return lambda name: read(address(name))
+
+    for attribute, read in address_attributes.items():
+        management.add_attribute(ADDRESS, attribute, address_attribute(read))

@@ -53,6 +53,15 @@ class Management:
         self.sent = 0
 
     def call(self, operation: str, params: list[Any], *, resource: str = "broker") -> Any:
+        return self._request(
+            {"_AMQ_ResourceName": resource, "_AMQ_OperationName": operation}, params, operation
+        )
+
+    def get(self, attribute: str, *, resource: str = "broker") -> Any:
+        """An attribute of a resource (`queue.<name>`, `address.<name>`, `broker`)."""
+        return self._request({"_AMQ_ResourceName": resource, "_AMQ_Attribute": attribute}, [], attribute)
+
+    def _request(self, properties: dict[str, str], params: list[Any], what: str) -> Any:
         from proton import Message
 
         self.sent += 1
@@ -60,7 +69,7 @@ class Management:
             body=json.dumps(params),
             reply_to=self.reply_to,
             id=f"req-{self.sent}",
-            properties={"_AMQ_ResourceName": resource, "_AMQ_OperationName": operation},
+            properties=properties,
         )
         self.sender.send(msg)
         reply = self.replies.receive(timeout=self.timeout)
@@ -69,7 +78,7 @@ class Management:
         result = json.loads(body)[0]
         props: dict[str, Any] = reply.properties or {}
         if not props.get("_AMQ_OperationSucceeded"):
-            raise RuntimeError(f"{operation} failed: {result}")
+            raise RuntimeError(f"{what} failed: {result}")
         return result
 
     def close(self) -> None:

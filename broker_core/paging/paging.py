@@ -80,6 +80,11 @@ class Paging(Observer):
         self._recent: list[int] = []  # the message ids of `_unconfirmed` added since the last batch
         self._indexes: OrderedDict[int, PageIndex] = OrderedDict()  # by page, least recently used first
 
+    def pages_of(self, address: str) -> int:
+        """How many page files the address has (management's numberOfPages)."""
+        store = self.stores.get(address)
+        return len(store.pages) if store is not None else 0
+
     # ------------------------------------------------------------------------------ routing
 
     def admit(self, usage: Usage, cost: int) -> Admission:

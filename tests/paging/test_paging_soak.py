@@ -53,6 +53,12 @@ def test_memory_stays_bounded_while_an_address_pages(tmp_path: Path, rhea: Rhea)
     assert late - early < 12 * 1024
     pages = list((tmp_path / "b" / "data" / "paging").glob("page-*.page"))
     assert len(pages) >= 40  # page-size-bytes 1 MiB: the backlog is on disk
+    with Management(broker.url) as management:  # what an operator sees (Artemis's AddressControl names)
+        seen = {a: management.get(a, resource="address.orders") for a in ("paging", "numberOfPages")}
+        seen["numberOfMessages"] = management.get("numberOfMessages", resource="address.orders")
+        seen["addressSize"] = management.get("addressSize", resource="address.orders")
+    assert seen["paging"] is True and seen["numberOfPages"] == len(pages)
+    assert seen["numberOfMessages"] == 50_000 and seen["addressSize"] <= 1 << 20
     broker.stop()
 
 
