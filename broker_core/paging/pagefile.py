@@ -80,11 +80,6 @@ class PageFile:
         self.end = start + len(data)
         return start
 
-    def cut(self, end: int) -> None:
-        """Take back the records after `end` (a routing that failed after writing here)."""
-        os.ftruncate(self.fd, end)
-        self.end = end
-
     def read(self, offset: int, size: int) -> bytes:
         return os.pread(self.fd, size, offset)
 

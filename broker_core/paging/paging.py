@@ -105,15 +105,16 @@ class Paging(Observer):
             return Admission.FAIL if threshold >= 0 and usage.bytes + cost > threshold else Admission.MEMORY
         return Admission.FAIL if policy == "FAIL" else Admission.DROP
 
-    def page(self, usage: Usage, record: MessageAdded, queues: list[Queue]) -> tuple[Page, int]:
-        """Append a message's record for `queues` (all of `usage`'s address) to its current page; returns
-        where, for `undo`. OSError (a full disk) leaves nothing behind."""
+    def page(self, usage: Usage, record: MessageAdded, queues: list[Queue]) -> None:
+        """Append a message's record for `queues` (all of `usage`'s address) to its current page.
+        OSError (a full disk) leaves nothing behind."""
         store = self._store(usage) or self._open_store(usage)
         data = encode(record)
         page = store.current
-        if page is None or (page.file.end + len(data) > store.page_size and page.file.end > HEADER_SIZE):
-            if page is not None:
-                self._close(store, page)
+        if page is not None and page.file.end + len(data) > store.page_size and page.file.end > HEADER_SIZE:
+            self._close(store, page)  # full; if every queue was done with it, the store may be gone too
+            store, page = self._store(usage) or self._open_store(usage), None
+        if page is None:
             page = self._new_page(store)
         start = page.file.append(data)
         journalled = record.durable and self.persistence.enabled
@@ -136,20 +137,6 @@ class Paging(Observer):
             self._recent.append(record.message_id)
         self._appended[page.seq] = page
         self.persistence.schedule()
-        return page, start
-
-    def undo(self, usage: Usage, where: tuple[Page, int], queues: list[Queue]) -> None:
-        """Take back a `page` (a routing that failed after it)."""
-        page, start = where
-        page.file.cut(start)
-        for q in queues:
-            qid = q.id
-            page.counts[qid] -= 1
-            if page.durable_counts.get(qid):
-                page.durable_counts[qid] -= 1
-            q.paged -= 1
-            q.added -= 1
-        usage.paged -= len(queues)
 
     # ---------------------------------------------------------------------------- reading back
 
