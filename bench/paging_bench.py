@@ -84,7 +84,7 @@ def outage(dc1: BrokerProcess, dc2: BrokerProcess, count: int, chunks: int) -> d
     sent, produce_s = 0, 0.0
     for i in range(chunks):
         n = count // chunks + (1 if i < count % chunks else 0)
-        result = Rhea().send(dc1.url, "orders", n, size=1024, durable=True, timeout=3600)
+        result = Rhea().start_send(dc1.url, "orders", n, size=1024, durable=True, timeout=3600).result(3600)
         assert result["accepted"] == n, result
         sent += n
         produce_s += float(result["elapsed_s"])
@@ -145,7 +145,8 @@ def soak(args: argparse.Namespace) -> None:
             halves = [args.soak // 2, args.soak - args.soak // 2]
             t0 = time.time()
             for i, n in enumerate(halves):
-                result = Rhea().send(dc1.url, "orders", n, size=1024, durable=True, timeout=36000)
+                sender = Rhea().start_send(dc1.url, "orders", n, size=1024, durable=True, timeout=36000)
+                result = sender.result(36000)
                 accepted += int(result["accepted"])
                 took = time.time() - t0
                 print(f"sent {accepted:,} in {took:.0f} s; DC1 RSS peak {peak['dc1']:.1f} MiB", flush=True)
