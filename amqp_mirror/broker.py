@@ -51,6 +51,7 @@ class Broker:
         self._disk_timer: asyncio.TimerHandle | None = None
         self._write_retry: asyncio.TimerHandle | None = None
         self.on_started: list[Callable[[Broker], None]] = []
+        self.ha: Any = None  # its HA controller (amqp_mirror/ha.py), under an HA policy
 
     async def start(self) -> None:
         """Recover, listen, then connect out."""
@@ -76,6 +77,7 @@ class Broker:
         add_server_operations(self.management, server)
         self.connections.add_operations(self.management)
         self.management.add_operation(BROKER, "getMirrorStatus", lambda _, __: self.mirror_status())
+        self._add_ha_operations()
         self._retry_timer = self.loop.call_later(ACK_RETRY_INTERVAL, self._retry_acks)
         server.space_listeners.append(self._space_changed)
         if server.disk.enabled:
@@ -97,6 +99,25 @@ class Broker:
     def _scan_disk(self) -> None:
         self.server.disk.check()
         self._disk_timer = self.loop.call_later(self.config.disk_scan_period / 1000, self._scan_disk)
+
+    def _add_ha_operations(self) -> None:
+        """Artemis's HA operations on the broker: its role and state, and forceFailover (stop and let
+        the backup take over). Only an active server answers them: a passive one accepts no client."""
+        ha = self.ha
+        op = self.management.add_operation
+        op(BROKER, "getHAStatus", lambda _, __: ha.status() if ha is not None else {"policy": "primary-only"})
+        op(BROKER, "isBackup", lambda _, __: ha is not None and str(ha.role) == "backup")
+        op(BROKER, "isActive", lambda _, __: self.server.started)
+        op(BROKER, "isReplicaSync", lambda _, __: False)  # no replication yet: never in sync with a replica
+
+        def force_failover(_: str, __: list[Any]) -> bool:
+            if ha is None:
+                raise ValueError("forceFailover needs an HA policy (shared-store)")
+            # after this reply is written: the stop closes every connection, the requester's too
+            self.loop.call_later(0.1, lambda: self.loop.create_task(ha.force_failover()))
+            return True
+
+        op(BROKER, "forceFailover", force_failover)
 
     def _register_services(self) -> None:
         server = self.server

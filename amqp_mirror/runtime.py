@@ -16,6 +16,7 @@ from broker_core.config.model import BrokerConfig
 from broker_core.journal.errors import JournalError
 
 from .broker import Broker
+from .ha import HaController, uses_ha
 
 log = logging.getLogger(__name__)
 
@@ -34,35 +35,57 @@ def run(configs: list[BrokerConfig]) -> int:
     log.info("%s", compiled.status())
     loop = new_loop()
     asyncio.set_event_loop(loop)
-    brokers = [Broker(c, loop) for c in configs]
     stop = asyncio.Event()
-
-    def on_signal(signame: str) -> None:
-        log.info("received %s: shutting down", signame)
-        stop.set()
+    failed: list[str] = []
+    exit_codes: list[int] = []
 
     def on_fatal(exc: BaseException) -> None:
         failed.append(f"fatal: {exc}")
         stop.set()
 
-    failed: list[str] = []
+    def on_exit(code: int, why: str) -> None:  # an HA controller ended its broker (halted, stepped down)
+        exit_codes.append(code)
+        if code:
+            failed.append(why)
+        stop.set()
+
+    def prepare(broker: Broker) -> None:
+        broker.turn.on_fatal = on_fatal
+
+    controllers = [HaController(c, loop, on_exit, prepare) for c in configs if uses_ha(c)]
+    brokers = [Broker(c, loop) for c in configs if not uses_ha(c)]
+
+    def on_signal(signame: str) -> None:
+        log.info("received %s: shutting down", signame)
+        stop.set()
 
     async def main() -> None:
         for b in brokers:
             try:
-                b.turn.on_fatal = on_fatal
+                prepare(b)
                 await b.start()
             except (OSError, ValueError) as exc:  # a port in use, an unreadable certificate, ...
                 failed.append(f"{b.config.name}: cannot start: {exc}")
                 for started in brokers:
                     await started.stop()
                 return
+        for controller in controllers:
+            try:
+                await controller.start()
+            except (OSError, ValueError) as exc:
+                failed.append(f"{controller.config.name}: cannot start: {exc}")
+                stop.set()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal, sig.name)
         tune_gc()
         _notify_systemd("READY=1")
         await stop.wait()
         _notify_systemd("STOPPING=1")
+        for controller in controllers:
+            try:
+                await controller.stop()
+            except JournalError as exc:
+                failed.append(f"{controller.config.name}: could not write its last journal batch: {exc}")
         for b in brokers:
             try:
                 await b.stop()

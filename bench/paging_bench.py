@@ -126,6 +126,15 @@ def compare(args: argparse.Namespace) -> None:
     )
 
 
+def _fresh(broker: BrokerProcess) -> BrokerProcess:
+    """Drop a kept management connection that sat idle through a long phase (its idle timeout ran out)."""
+    client = _CLIENTS.pop(broker.url, None)
+    if client is not None:
+        with contextlib.suppress(Exception):
+            client.close()
+    return broker
+
+
 def soak(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="paging-soak-") as tmp:
         dc1, dc2 = pair(Path(tmp), LIMIT)
@@ -153,7 +162,8 @@ def soak(args: argparse.Namespace) -> None:
                 if args.kill and i == 0:
                     _restart(dc1, "while paging")
                     manage(dc1, "stopBrokerConnection", ["DC2"])
-            backlog = pending(dc1)
+                    _fresh(dc1)
+            backlog = pending(_fresh(dc1))
             t1 = time.time()
             manage(dc1, "startBrokerConnection", ["DC2"])
             if args.kill:
@@ -161,7 +171,7 @@ def soak(args: argparse.Namespace) -> None:
                 _restart(dc1, "while draining")
             wait_until(lambda: pending(dc1) == 0, 36000, "the backlog to drain")
             drain_s = time.time() - t1
-            on_dc1, on_dc2 = depth(dc1), depth(dc2)
+            on_dc1, on_dc2 = depth(_fresh(dc1)), depth(_fresh(dc2))
             print(f"\nsoak: {accepted:,} accepted; DC1 holds {on_dc1:,}, DC2 {on_dc2:,}")
             print(f"drained {backlog:,} events in {drain_s:.0f} s ({backlog / drain_s:,.0f} events/s)")
             print(f"RSS peak: DC1 {peak['dc1']:.1f} MiB, DC2 {peak['dc2']:.1f} MiB")

@@ -26,7 +26,7 @@ LOCK_FILE = "serverlock.1"
 
 # struct flock on Linux x86-64 and aarch64: l_type, l_whence (short), l_start, l_len (off_t), l_pid (pid_t);
 # an open-file-description lock must say pid 0.
-_FLOCK = struct.Struct("hhxxxxqqixxxx")
+OFD_FLOCK = struct.Struct("hhxxxxqqixxxx")
 
 
 class DataDirectoryInUse(OSError):
@@ -43,7 +43,7 @@ class DataLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.fcntl(fd, fcntl.F_OFD_SETLK, _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0))
+            fcntl.fcntl(fd, fcntl.F_OFD_SETLK, OFD_FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0))
         except OSError as exc:
             os.close(fd)
             if exc.errno not in (errno.EAGAIN, errno.EACCES):
@@ -56,6 +56,20 @@ class DataLock:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
         self._fd = fd
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def try_acquire(self) -> bool:
+        """Take the lock if it is free; whether it is ours now."""
+        if self._fd is not None:
+            return True
+        try:
+            self.acquire()
+        except DataDirectoryInUse:
+            return False
+        return True
 
     def _holder(self) -> str:
         try:

@@ -76,7 +76,7 @@ class Server:
         self.clock = clock
         self.node_id = ""
         self.started = False
-        self.data_lock = DataLock(Path(config.journal_directory))
+        self.data_lock = DataLock(Path(config.node_manager_lock_directory or config.journal_directory))
 
         def clock_ms() -> int:
             return int(clock() * 1000)
@@ -147,12 +147,16 @@ class Server:
     def start(self, dispatch: Callable[[Callback], None] | None = None) -> None:
         """Lock the data directory, open the journal, recover, create configured addresses and queues.
 
-        Raises `DataDirectoryInUse` while another broker holds the data directory."""
-        self.data_lock.acquire()
+        Raises `DataDirectoryInUse` while another broker holds the data directory. Under a shared-store
+        HA policy the node manager has taken the lock already (it decides who is active)."""
+        took = not self.data_lock.held
+        if took:
+            self.data_lock.acquire()
         try:
             self._start(dispatch)
         except BaseException:
-            self.data_lock.release()
+            if took:
+                self.data_lock.release()
             raise
 
     def _start(self, dispatch: Callable[[Callback], None] | None) -> None:

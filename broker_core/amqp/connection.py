@@ -354,17 +354,24 @@ class Connection:
         """Server: answer the peer's open."""
         self._send_open()
 
-    def close(self, condition: str | None = None, description: str | None = None) -> None:
+    def close(
+        self, condition: str | None = None, description: str | None = None, info: dict[Any, Any] | None = None
+    ) -> None:
+        """Close with an error (`info`: its fields, e.g. where an `amqp:connection:redirect` points)."""
         if self.close_sent:
             return
         if self._phase != Phase.FRAMES:
             self.closed = True
             return
         self._send_open()
-        self._send_close(condition, description)
+        self._send_close(condition, description, info)
 
-    def _send_close(self, condition: str | None, description: str | None) -> None:
+    def _send_close(
+        self, condition: str | None, description: str | None, info: dict[Any, Any] | None = None
+    ) -> None:
         def close_frame(err: Error | None) -> bytes:
+            if err is not None and info:
+                err.info = info
             return Close(error=err).encode_amqp()
 
         limit = self.links.remote_max_frame_size

@@ -300,6 +300,65 @@ class AmqpConnection(Frozen):
     properties: dict[str, str] = {}
 
 
+# ---------------------------------------------------------------- high availability
+
+ZOOKEEPER_LOCK_MANAGER = "org.apache.activemq.artemis.lockmanager.zookeeper.CuratorDistributedLockManager"
+
+
+class HaKind(StrEnum):
+    PRIMARY_ONLY = "primary-only"
+    SHARED_STORE = "shared-store"
+    REPLICATION = "replication"
+
+
+class HaRole(StrEnum):
+    PRIMARY = "primary"
+    BACKUP = "backup"
+
+
+class LockManager(Frozen):
+    """`<manager>`: a pluggable lock manager (ZooKeeper unless `class-name` says otherwise)."""
+
+    class_name: str = ZOOKEEPER_LOCK_MANAGER
+    properties: dict[str, str] = {}
+
+
+class HaPolicy(Frozen):
+    """`<ha-policy>`: the seed's parameters with their documented defaults (docs/ha.md)."""
+
+    kind: HaKind = HaKind.PRIMARY_ONLY
+    role: HaRole = HaRole.PRIMARY
+    # shared store (and replication where the seed says so)
+    failover_on_shutdown: bool = False
+    wait_for_activation: bool = True
+    allow_failback: bool = True
+    restart_backup: bool = False  # the documentation's default (Artemis's code has true)
+    scale_down: bool = False  # parsed; scale-down comes in its own issue
+    # replication
+    group_name: str | None = None
+    cluster_name: str | None = None
+    check_for_active_server: bool = False
+    initial_replication_sync_timeout: int = 30000
+    max_saved_replicated_journals_size: int = 2
+    retry_replication_wait: int = 2000
+    vote_on_replication_failure: bool = False
+    quorum_size: int = -1
+    vote_retries: int = 12
+    vote_retry_wait: int = 5000
+    quorum_vote_wait: int = 30
+    manager: LockManager | None = None
+    coordination_id: str | None = None
+
+
+class Connector(Frozen):
+    """`<connector name="...">tcp://host:port?...</connector>`: how to reach a server (a cluster member)."""
+
+    name: str
+    uri: str
+    host: str
+    port: int
+
+
 # ---------------------------------------------------------------- the broker
 
 
@@ -341,7 +400,7 @@ class BrokerConfig(Frozen):
     max_disk_usage: int = 90
     min_disk_free: int = -1
     disk_scan_period: int = 5000
-    global_max_size: int = -1  # -1: Artemis uses half the JVM heap; we treat it as unlimited
+    global_max_size: int = -1  # -1: Artemis uses half the JVM heap; we use half the machine's memory
     global_max_messages: int = -1
     critical_analyzer: bool = True
     critical_analyzer_timeout: int = 120000
@@ -356,6 +415,12 @@ class BrokerConfig(Frozen):
     address_queue_scan_period: int = 30000
     connection_ttl_override: int = -1
     configuration_file_refresh_period: int = 5000
+    journal_lock_acquisition_timeout: int = -1  # ms; -1: wait for the lock for ever
+    node_manager_lock_directory: Path | None = None  # None: the journal directory
+    cluster_user: str | None = None
+    cluster_password: str | None = None
+    ha_policy: HaPolicy = HaPolicy()
+    connectors: tuple[Connector, ...] = ()
     acceptors: tuple[Acceptor, ...] = ()
     addresses: tuple[AddressConfig, ...] = ()
     address_settings: tuple[AddressSettingEntry, ...] = ()

@@ -22,6 +22,7 @@ from broker_core.config.acceptors import parse_acceptors
 from broker_core.config.addresses import parse_addresses
 from broker_core.config.broker_connections import parse_broker_connections
 from broker_core.config.errors import ConfigError, ConfigProblem, ProblemLog
+from broker_core.config.ha import parse_connectors, parse_ha_policy
 from broker_core.config.model import BrokerConfig
 from broker_core.config.settings import parse_address_settings, parse_security_settings
 from broker_core.config.users import ROLES_FILE, USERS_FILE, load_roles, load_users
@@ -33,6 +34,8 @@ _SECTIONS: dict[str, tuple[str, Callable[[Reader, Element], Any]]] = {
     "address-settings": ("address_settings", parse_address_settings),
     "security-settings": ("security_settings", parse_security_settings),
     "broker-connections": ("broker_connections", parse_broker_connections),
+    "ha-policy": ("ha_policy", parse_ha_policy),
+    "connectors": ("connectors", parse_connectors),
 }
 _NOT_SCALARS = frozenset(
     {"source", "base_dir", "users", "roles", *(field for field, _ in _SECTIONS.values())}
@@ -178,6 +181,9 @@ def _parse_core_element(reader: Reader, element: Element, name: str, values: dic
 def _resolve_directories(values: dict[str, Any], base: Path) -> None:
     for field, default in _DIRECTORIES.items():
         values[field] = (base / Path(values.get(field, default))).absolute()
+    lock_directory = values.get("node_manager_lock_directory")
+    if lock_directory is not None:
+        values["node_manager_lock_directory"] = (base / Path(lock_directory)).absolute()
 
 
 def _load_security_files(

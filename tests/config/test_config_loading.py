@@ -104,7 +104,7 @@ def test_every_unimplemented_element_warns_once_with_its_line(tmp_path: Path) ->
     shutil.copy(FIXTURES / "unimplemented.xml", tmp_path / "broker.xml")
     _, warnings = load_config(tmp_path / "broker.xml")
     assert [str(w) for w in warnings] == [
-        f"broker.xml:5: core/ha-policy: {NOT_YET}",
+        f"broker.xml:5: core/broadcast-groups: {NOT_YET}",
         f"broker.xml:8: core/cluster-connections: {NOT_YET}",
         f"broker.xml:11: core/diverts: {NOT_YET}",
         f"broker.xml:12: core/resource-limit-settings: {NOT_YET}",
@@ -117,7 +117,7 @@ def test_strict_mode_turns_warnings_into_errors(tmp_path: Path) -> None:
         load_config(tmp_path / "broker.xml", strict=True)
     assert len(caught.value.problems) == 4
     assert {p.severity for p in caught.value.problems} == {"error"}
-    assert "broker.xml:5: core/ha-policy: not implemented yet; refused (--strict)" in str(caught.value)
+    assert "broker.xml:5: core/broadcast-groups: not implemented yet; refused (--strict)" in str(caught.value)
 
 
 def test_an_attribute_artemis_does_not_have_is_an_error(write_config: WriteConfig) -> None:

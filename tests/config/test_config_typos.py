@@ -107,8 +107,8 @@ def test_the_stock_artemis_create_broker_xml_loads_with_no_error(tmp_path: Path)
 def test_what_artemis_has_and_we_do_not_implement_is_a_warning_and_an_error_under_strict(
     tmp_path: Path,
 ) -> None:
-    path = write(tmp_path, "<ha-policy><replication><primary/></replication></ha-policy>")
+    path = write(tmp_path, '<broadcast-groups><broadcast-group name="b"/></broadcast-groups>')
     _, warnings = load_config(path)
-    assert [(w.line, w.element_path) for w in warnings] == [(4, "core/ha-policy")]
+    assert [(w.line, w.element_path) for w in warnings] == [(4, "core/broadcast-groups")]
     with pytest.raises(ConfigError):
         load_config(path, strict=True)

@@ -91,6 +91,7 @@ class BrokerProcess:
     proc: subprocess.Popen | None = None
     log_path: Path | None = None
     starts: int = 0
+    ready_text: str = "listening on"  # what its log says once it serves (an HA backup: "passive on")
     node_id: str | None = None  # fixed before the first start (else the broker makes one)
 
     @property
@@ -136,7 +137,7 @@ class BrokerProcess:
         assert self.proc is not None
         if self.proc.poll() is not None:
             raise RuntimeError(f"broker {self.name} exited with {self.proc.returncode}:\n{self.log()}")
-        return "listening on" in self.log()
+        return self.ready_text in self.log()
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path and self.log_path.exists() else ""

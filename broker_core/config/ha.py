@@ -1,0 +1,213 @@
+"""`<ha-policy>` and `<connectors>`: high availability as the seeds define it (docs/ha.md).
+
+`<ha-policy>` holds one of `<primary-only>`, `<shared-store>` or `<replication>`; the last two hold one
+`<primary>` or `<backup>`. Each parameter is allowed only where the seed allows it (a `coordination-id`
+in a shared-store backup is an error naming where it belongs). The older names (`<live-only>`,
+`<master>`, `<slave>`, `check-for-live-server`) are read with a deprecation warning. `<colocated>` is
+refused: colocated backups come in an issue of their own; `<replication>` is read whole, then refused
+until it is implemented (a replicating backup run as a lone primary would be a second active server).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from broker_core.config.model import Connector, HaKind, HaPolicy, HaRole, LockManager
+from broker_core.config.uri import parse_acceptor_uri
+from broker_core.config.values import parse_bool, parse_int
+from broker_core.config.xmlread import Element, Reader, local_name
+
+_DEPRECATED = {"live-only": "primary-only", "master": "primary", "slave": "backup"}
+_DEPRECATED_PARAMETERS = {"check-for-live-server": "check-for-active-server"}
+
+_REPLICATION_COMMON = {
+    "group-name",
+    "cluster-name",
+    "initial-replication-sync-timeout",
+    "max-saved-replicated-journals-size",
+    "retry-replication-wait",
+    "vote-on-replication-failure",
+    "quorum-size",
+    "vote-retries",
+    "vote-retry-wait",
+    "quorum-vote-wait",
+    "manager",
+}
+# (policy, role) -> the parameters the seed lists for it
+_ALLOWED: dict[tuple[HaKind, HaRole | None], set[str]] = {
+    (HaKind.PRIMARY_ONLY, None): {"scale-down"},
+    (HaKind.SHARED_STORE, HaRole.PRIMARY): {"failover-on-shutdown", "wait-for-activation"},
+    (HaKind.SHARED_STORE, HaRole.BACKUP): {
+        "allow-failback",
+        "failover-on-shutdown",
+        "restart-backup",
+        "scale-down",
+    },
+    (HaKind.REPLICATION, HaRole.PRIMARY): _REPLICATION_COMMON
+    | {"check-for-active-server", "coordination-id"},
+    (HaKind.REPLICATION, HaRole.BACKUP): _REPLICATION_COMMON
+    | {"allow-failback", "restart-backup", "scale-down"},
+}
+_MS = {"minimum": 0}
+_CONVERTERS: dict[str, Callable[[str], Any]] = {
+    "failover-on-shutdown": parse_bool,
+    "wait-for-activation": parse_bool,
+    "allow-failback": parse_bool,
+    "restart-backup": parse_bool,
+    "check-for-active-server": parse_bool,
+    "vote-on-replication-failure": parse_bool,
+    "group-name": str,
+    "cluster-name": str,
+    "coordination-id": str,
+    "initial-replication-sync-timeout": lambda t: parse_int(t, **_MS),
+    "max-saved-replicated-journals-size": lambda t: parse_int(t, minimum=-1),
+    "retry-replication-wait": lambda t: parse_int(t, **_MS),
+    "quorum-size": lambda t: parse_int(t, minimum=-1),
+    "vote-retries": lambda t: parse_int(t, **_MS),
+    "vote-retry-wait": lambda t: parse_int(t, **_MS),
+    "quorum-vote-wait": lambda t: parse_int(t, minimum=1),
+}
+
+
+def parse_ha_policy(reader: Reader, section: Element) -> HaPolicy:
+    reader.check_attributes(section, set())
+    policies = list(reader.children(section))
+    if len(policies) > 1:
+        reader.error(
+            policies[1], "more than one HA policy", "one of <primary-only>, <shared-store>, <replication>"
+        )
+    if not policies:
+        return HaPolicy()
+    element = policies[0]
+    name = _current_name(reader, element)
+    if name == "primary-only":
+        values = _parameters(reader, element, HaKind.PRIMARY_ONLY, None)
+        return HaPolicy(kind=HaKind.PRIMARY_ONLY, **values)
+    if name not in ("shared-store", "replication"):
+        reader.ignore(element)  # a name Artemis does not have here: an error with "did you mean"
+        return HaPolicy()
+    kind = HaKind(name)
+    reader.check_attributes(element, set())
+    roles = list(reader.children(element))
+    if len(roles) != 1:
+        at = roles[1] if roles else element
+        reader.error(at, f"<{name}> needs exactly one role", "one <primary> or <backup>")
+        if not roles:
+            return HaPolicy(kind=kind)
+    role_element = roles[0]
+    role_name = _current_name(reader, role_element)
+    if role_name == "colocated":
+        reader.error(
+            role_element,
+            "colocated backups are not implemented yet; refused",
+            "<primary> or <backup> (colocated HA comes in its own issue)",
+        )
+        return HaPolicy(kind=kind)
+    if role_name not in ("primary", "backup"):
+        reader.ignore(role_element)
+        return HaPolicy(kind=kind)
+    role = HaRole(role_name)
+    policy = HaPolicy(kind=kind, role=role, **_parameters(reader, role_element, kind, role))
+    if kind == HaKind.REPLICATION:  # running it as a lone primary could make two active servers
+        reader.error(
+            element,
+            "replication is not implemented yet; refused",
+            "<shared-store> (replication, with its lock manager, comes next)",
+        )
+    return policy
+
+
+def _current_name(reader: Reader, element: Element) -> str:
+    name = local_name(element)
+    newer = _DEPRECATED.get(name)
+    if newer is None:
+        return name
+    reader.warning(element, f"<{name}> is deprecated; read as <{newer}>", f"<{newer}>")
+    return newer
+
+
+def _parameters(reader: Reader, element: Element, kind: HaKind, role: HaRole | None) -> dict[str, Any]:
+    reader.check_attributes(element, set())
+    allowed = _ALLOWED[(kind, role)]
+    where = f"<{kind.value}>" + (f"<{role.value}>" if role else "")
+    values: dict[str, Any] = {}
+    for child in reader.children(element):
+        name = local_name(child)
+        if name in _DEPRECATED_PARAMETERS:
+            newer = _DEPRECATED_PARAMETERS[name]
+            reader.warning(child, f"<{name}> is deprecated; read as <{newer}>", f"<{newer}>")
+            name = newer
+        if name == "failback-delay":
+            reader.warning(child, "<failback-delay> is deprecated and has no effect; ignored", "nothing")
+            continue
+        if name not in allowed:
+            if name in _CONVERTERS or name in ("manager", "scale-down"):
+                reader.error(
+                    child, f"<{name}> does not apply to {where}", "one of " + ", ".join(sorted(allowed))
+                )
+            else:
+                reader.ignore(child)  # not Artemis's at all: "did you mean"
+            continue
+        if name == "manager":
+            values["manager"] = _manager(reader, child)
+        elif name == "scale-down":
+            reader.warning(child, "scale-down is not implemented yet; ignored", "nothing, for now")
+            values["scale_down"] = True
+        else:
+            reader.check_attributes(child, set())
+            reader.check_no_children(child)
+            value = reader.convert(child, reader.text(child), _CONVERTERS[name])
+            if value is not None:
+                values[name.replace("-", "_")] = value
+    return values
+
+
+def _manager(reader: Reader, element: Element) -> LockManager:
+    reader.check_attributes(element, set())
+    values: dict[str, Any] = {}
+    for child in reader.children(element):
+        name = local_name(child)
+        if name == "class-name":
+            text = reader.text(child)
+            if text:
+                values["class_name"] = text
+        elif name == "properties":
+            properties: dict[str, str] = {}
+            for prop in reader.children(child):
+                if local_name(prop) != "property":
+                    reader.ignore(prop)
+                    continue
+                reader.check_attributes(prop, {"key", "value"})
+                key, value = (
+                    reader.attr(prop, "key", required=True),
+                    reader.attr(prop, "value", required=True),
+                )
+                if key is not None and value is not None:
+                    properties[key] = value
+            values["properties"] = properties
+        else:
+            reader.ignore(child)
+    return LockManager(**values)
+
+
+def parse_connectors(reader: Reader, section: Element) -> tuple[Connector, ...]:
+    reader.check_attributes(section, set())
+    connectors: dict[str, Connector] = {}
+    for element in reader.children(section):
+        if local_name(element) != "connector":
+            reader.ignore(element)
+            continue
+        reader.check_attributes(element, {"name"})
+        reader.check_no_children(element)
+        name, uri = reader.attr(element, "name", required=True), reader.text(element)
+        parsed = reader.convert(element, uri, parse_acceptor_uri) if uri else None
+        if uri is not None and not uri:
+            reader.error(element, "empty connector URI", "tcp://host:port?key=value;key=value")
+        if name is None or parsed is None or uri is None:
+            continue
+        if name in connectors:
+            reader.error(element, f"duplicate connector name {name!r}", "a unique name", "name")
+            continue
+        connectors[name] = Connector(name=name, uri=uri, host=parsed.host, port=parsed.port)
+    return tuple(connectors.values())

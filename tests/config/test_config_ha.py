@@ -1,0 +1,94 @@
+"""`<ha-policy>` read whole (seed 001's parameters and defaults), checked per policy and role, with the
+older names accepted and warned about; `<colocated>` and (for now) `<replication>` refused."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import WriteConfig
+
+from broker_core.config import load_config
+from broker_core.config.errors import ConfigError
+from broker_core.config.model import ZOOKEEPER_LOCK_MANAGER, HaKind, HaRole
+
+SEC = "<security-enabled>false</security-enabled>\n"
+
+
+def load(write_config: WriteConfig, body: str):  # type: ignore[no-untyped-def]
+    return load_config(write_config(SEC + body))
+
+
+def errors(write_config: WriteConfig, body: str) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        load_config(write_config(SEC + body))
+    return [str(p) for p in info.value.problems if p.severity == "error"]
+
+
+def test_no_policy_is_primary_only(write_config: WriteConfig) -> None:
+    config, _ = load(write_config, "")
+    assert config.ha_policy.kind == HaKind.PRIMARY_ONLY
+
+
+def test_shared_store_defaults_and_parameters(write_config: WriteConfig) -> None:
+    config, _ = load(write_config, "<ha-policy><shared-store><backup/></shared-store></ha-policy>")
+    policy = config.ha_policy
+    assert (policy.kind, policy.role) == (HaKind.SHARED_STORE, HaRole.BACKUP)
+    assert (policy.allow_failback, policy.restart_backup, policy.failover_on_shutdown) == (True, False, False)
+    body = (
+        "<ha-policy><shared-store><backup><allow-failback>false</allow-failback>"
+        "<restart-backup>true</restart-backup><failover-on-shutdown>true</failover-on-shutdown>"
+        "</backup></shared-store></ha-policy>"
+    )
+    policy = load(write_config, body)[0].ha_policy
+    assert (policy.allow_failback, policy.restart_backup, policy.failover_on_shutdown) == (False, True, True)
+
+
+def test_older_names_are_read_with_a_warning(write_config: WriteConfig) -> None:
+    config, warnings = load(write_config, "<ha-policy><shared-store><master/></shared-store></ha-policy>")
+    assert config.ha_policy.role == HaRole.PRIMARY
+    assert any("<master> is deprecated; read as <primary>" in str(w) for w in warnings)
+    config, warnings = load(write_config, "<ha-policy><live-only/></ha-policy>")
+    assert config.ha_policy.kind == HaKind.PRIMARY_ONLY
+    assert any("<live-only> is deprecated" in str(w) for w in warnings)
+
+
+def test_a_parameter_where_it_does_not_apply_is_an_error_naming_the_place(write_config: WriteConfig) -> None:
+    body = "<ha-policy><shared-store><primary><allow-failback>true</allow-failback></primary>"
+    body += "</shared-store></ha-policy>"
+    found = errors(write_config, body)
+    assert any("<allow-failback> does not apply to <shared-store><primary>" in e for e in found)
+    assert any("failover-on-shutdown, wait-for-activation" in e for e in found)
+
+
+def test_colocated_is_refused_and_replication_too_for_now(write_config: WriteConfig) -> None:
+    found = errors(write_config, "<ha-policy><shared-store><colocated/></shared-store></ha-policy>")
+    assert any("colocated backups are not implemented yet; refused" in e for e in found)
+    body = (
+        "<ha-policy><replication><primary><manager><properties>"
+        '<property key="connect-string" value="127.0.0.1:2181"/></properties></manager>'
+        "<coordination-id>peers</coordination-id></primary></replication></ha-policy>"
+    )
+    found = errors(write_config, body)
+    assert any("replication is not implemented yet; refused" in e for e in found)
+
+
+def test_a_typo_inside_the_policy_says_did_you_mean(write_config: WriteConfig) -> None:
+    body = "<ha-policy><shared-store><backup><alow-failback>true</alow-failback></backup>"
+    body += "</shared-store></ha-policy>"
+    assert any("did you mean <allow-failback>" in e for e in errors(write_config, body))
+
+
+def test_connectors_and_lock_settings(write_config: WriteConfig) -> None:
+    body = (
+        '<connectors><connector name="backup">tcp://10.0.0.2:61617?sslEnabled=false</connector></connectors>'
+        "<journal-lock-acquisition-timeout>5000</journal-lock-acquisition-timeout>"
+        "<node-manager-lock-directory>data/locks</node-manager-lock-directory>"
+    )
+    config, _ = load(write_config, body)
+    assert [(c.name, c.host, c.port) for c in config.connectors] == [("backup", "10.0.0.2", 61617)]
+    assert config.journal_lock_acquisition_timeout == 5000
+    assert config.node_manager_lock_directory is not None
+    assert (
+        config.node_manager_lock_directory.is_absolute()
+        and config.node_manager_lock_directory.name == "locks"
+    )
+    assert ZOOKEEPER_LOCK_MANAGER.endswith("CuratorDistributedLockManager")

@@ -1,0 +1,190 @@
+"""A shared-store primary/backup pair, one broker process each on one data directory (spec A1's NM
+scenarios where they apply): kill -9, SIGSTOP/SIGCONT, clean stops with and without
+failover-on-shutdown, failback, forceFailover, fencing, the lock timeout, and clients that follow.
+
+Traffic goes through the failover client; at the end every send a broker confirmed must be received,
+nothing received may be one never sent, and duplicates are counted (sends cut off are in doubt and are
+not retried here, so there are none).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+from proton import ConnectionException, Message
+
+from connections.cli import Management
+from connections.failover import FailoverConnection, InDoubtError
+from tests.peers.ports import WaitTimeout, wait_until
+from tests.support.broker import BrokerProcess
+from tests.support.client import receive, send
+from tests.support.ha import shared_pair
+
+FAST = "initialReconnectDelay=10&maxReconnectDelay=200&randomize=false"
+
+
+def failover_uri(*brokers: BrokerProcess) -> str:
+    return f"failover:({','.join(b.url for b in brokers)})?{FAST}"
+
+
+def active(b: BrokerProcess) -> bool:
+    return "is now active" in b.log()
+
+
+def stays(predicate: bool | None, condition, seconds: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    """Assert `condition()` stays false for `seconds` (an absence has no event to wait for)."""
+    try:
+        wait_until(condition, seconds, what)
+    except WaitTimeout:
+        return
+    raise AssertionError(f"{what} happened")
+
+
+def test_kill_9_of_the_primary_the_backup_takes_over_and_the_client_follows(tmp_path: Path) -> None:
+    primary, backup = shared_pair(tmp_path)
+    primary.start()
+    backup.start()
+    confirmed: list[int] = []
+    in_doubt: list[int] = []
+    with FailoverConnection(failover_uri(primary, backup)) as conn:
+        sender = conn.sender("orders")
+        for i in range(100):
+            sender.send(Message(body=i, durable=True))
+            confirmed.append(i)
+        # SIGKILL mid-stream, as soon as 50 more sends are confirmed
+        killer = threading.Thread(
+            target=lambda: (wait_until(lambda: len(confirmed) >= 150, 30, "sends"), primary.kill())
+        )
+        killer.start()
+        for i in range(100, 400):
+            try:
+                sender.send(Message(body=i, durable=True))
+                confirmed.append(i)
+            except InDoubtError:
+                in_doubt.append(i)
+        killer.join()
+        assert conn.connected_uri is not None and conn.connected_uri.port == backup.port
+    wait_until(lambda: "AMQ221010" in backup.log(), 10, "the backup to become active")
+    got = [m.body for m in receive(backup.url, "orders", 1000, timeout=2)]
+    duplicates = len(got) - len(set(got))
+    counts = f"{len(confirmed)} confirmed, {len(in_doubt)} in doubt, {len(got)} received, {duplicates} dup"
+    print(f"kill -9: {counts}")
+    assert set(confirmed) <= set(got)  # every confirmed send is there
+    assert set(got) <= set(confirmed) | set(in_doubt)  # nothing never sent
+    assert duplicates == 0
+    backup.stop()
+
+
+def test_a_passive_backup_redirects_clients_to_the_active_primary(tmp_path: Path) -> None:
+    primary, backup = shared_pair(tmp_path)
+    primary.start()
+    backup.start()
+    try:
+        send(backup.url, "orders", ["x"])
+    except ConnectionException as exc:
+        text = str(exc)
+    else:
+        raise AssertionError("a passive backup accepted a client")
+    assert "amqp:connection:redirect" in text and str(primary.port) in text
+    primary.stop()
+    backup.stop()
+
+
+def test_a_sigstopped_primary_never_makes_two_actives(tmp_path: Path) -> None:
+    primary, backup = shared_pair(tmp_path)
+    primary.start()
+    backup.start()
+    send(primary.url, "orders", ["before"])
+    assert primary.proc is not None
+    os.kill(primary.proc.pid, signal.SIGSTOP)
+    try:
+        stays(None, lambda: "AMQ221010" in backup.log(), 3.0, "the backup activating beside a paused primary")
+    finally:
+        os.kill(primary.proc.pid, signal.SIGCONT)
+    assert [m.body for m in receive(primary.url, "orders", 1)] == ["before"]  # the primary goes on
+    primary.stop()
+    backup.stop()
+
+
+def test_a_clean_stop_keeps_the_backup_passive_unless_failover_on_shutdown(tmp_path: Path) -> None:
+    primary, backup = shared_pair(tmp_path / "paused")
+    primary.start()
+    backup.start()
+    assert primary.stop() == 0
+    stays(None, lambda: "AMQ221010" in backup.log(), 2.0, "the backup activating after a clean stop")
+    backup.stop()
+
+    primary, backup = shared_pair(
+        tmp_path / "failing-over", primary_options="<failover-on-shutdown>true</failover-on-shutdown>"
+    )
+    primary.start()
+    backup.start()
+    send(primary.url, "orders", ["kept"])
+    assert primary.stop() == 0
+    wait_until(lambda: "AMQ221010" in backup.log(), 10, "the backup to take over")
+    assert [m.body for m in receive(backup.url, "orders", 1)] == ["kept"]
+    backup.stop()
+
+
+def test_failback_the_restarted_primary_takes_over_from_the_active_backup(tmp_path: Path) -> None:
+    primary, backup = shared_pair(tmp_path)
+    primary.start()
+    backup.start()
+    send(primary.url, "orders", [f"m{i}" for i in range(10)])
+    primary.kill()
+    wait_until(lambda: "AMQ221010" in backup.log(), 10, "the backup to take over")
+    send(backup.url, "orders", ["on-backup"])
+    primary.start()  # writes F; the backup steps down (allow-failback), the primary activates
+    assert "AMQ221002" in backup.log()
+    assert backup.proc is not None and backup.proc.wait(timeout=10) == 0  # restart-backup false: it exits
+    got = [m.body for m in receive(primary.url, "orders", 20)]
+    assert got == [f"m{i}" for i in range(10)] + ["on-backup"]
+    primary.stop()
+
+
+def test_force_failover_over_management(tmp_path: Path) -> None:
+    primary, backup = shared_pair(tmp_path)
+    primary.start()
+    backup.start()
+    send(primary.url, "orders", ["m"])
+    with Management(primary.url) as management:
+        status = management.call("getHAStatus", [])
+        assert status["role"] == "primary" and status["state"] == "active" and status["sharedState"] == "L"
+        assert management.call("forceFailover", []) is True
+    wait_until(lambda: "AMQ221010" in backup.log(), 10, "the backup to take over")
+    assert primary.proc is not None and primary.proc.wait(timeout=10) == 0
+    with Management(backup.url) as management:
+        assert management.call("getHAStatus", [])["state"] == "active"
+    assert [m.body for m in receive(backup.url, "orders", 1)] == ["m"]
+    backup.stop()
+
+
+def test_an_active_server_whose_lock_file_is_fenced_stops_at_once(tmp_path: Path) -> None:
+    primary, _ = shared_pair(tmp_path)
+    primary.start()
+    lock = tmp_path / "shared" / "journal" / "server.lock"
+    later = time.time() + 5
+    os.utime(lock, (later, later))  # what a backup taking over does to a zombie primary
+    assert primary.proc is not None and primary.proc.wait(timeout=10) == 1
+    assert "AMQ222325" in primary.log() and "Traceback" not in primary.log()
+
+
+def test_a_second_primary_gives_up_after_journal_lock_acquisition_timeout(tmp_path: Path) -> None:
+    primary, other = shared_pair(
+        tmp_path,
+        backup_options="",
+        extra="<journal-lock-acquisition-timeout>500</journal-lock-acquisition-timeout>",
+    )
+    primary.start()
+    text = other.config_path.read_text().replace("<backup>", "<primary>").replace("</backup>", "</primary>")
+    other.config_path.write_text(text)
+    other.ready_text = "AMQ221034"
+    other.start()
+    assert other.proc is not None and other.proc.wait(timeout=10) == 1
+    assert "AMQ222229" in other.log()
+    assert not active(other)
+    primary.stop()

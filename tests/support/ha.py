@@ -1,0 +1,44 @@
+"""A shared-store primary/backup pair of broker processes on one data directory (tests/ha/)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.peers.ports import free_port
+from tests.support.broker import BrokerProcess
+
+ORDERS = '<address name="orders"><anycast><queue name="orders"/></anycast></address>'
+
+
+def ha_xml(role: str, other_port: int, options: str = "") -> str:
+    return (
+        f"<ha-policy><shared-store><{role}>{options}</{role}></shared-store></ha-policy>"
+        f'<connectors><connector name="partner">tcp://127.0.0.1:{other_port}</connector></connectors>'
+    )
+
+
+def shared_pair(
+    home: Path, primary_options: str = "", backup_options: str = "", extra: str = ""
+) -> tuple[BrokerProcess, BrokerProcess]:
+    """Two brokers whose data directories are one (`home/shared`), each with the other as its partner."""
+    p1, p2 = free_port(), free_port()
+    shared = home / "shared"
+    brokers = []
+    for name, port, role, other, options in (
+        ("primary", p1, "primary", p2, primary_options),
+        ("backup", p2, "backup", p1, backup_options),
+    ):
+        b = BrokerProcess(
+            home / name,
+            name=name,
+            port=port,
+            xml_kwargs={"addresses": ORDERS, "extra": ha_xml(role, other, options) + extra},
+            ready_text="AMQ221007" if role == "primary" else "passive on",
+        )
+        b.write_config()
+        text = b.config_path.read_text()
+        for kind in ("journal", "bindings", "paging", "large-messages"):
+            text = text.replace(f"<{kind}-directory>data/{kind}<", f"<{kind}-directory>{shared}/{kind}<")
+        b.config_path.write_text(text)
+        brokers.append(b)
+    return brokers[0], brokers[1]
