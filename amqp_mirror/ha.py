@@ -43,9 +43,8 @@ def uses_ha(config: BrokerConfig) -> bool:
 
 
 def partner(config: BrokerConfig) -> Connector | None:
-    """The other server of the pair: the one `<connector>` that is not one of our own acceptors."""
-    own = {(a.host, a.port) for a in config.acceptors}
-    others = [c for c in config.connectors if (c.host, c.port) not in own]
+    """The other server of the pair, when the configuration names exactly one."""
+    others = config.ha_partners()
     return others[0] if len(others) == 1 else None
 
 

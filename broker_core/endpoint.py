@@ -55,6 +55,19 @@ class Socket(Protocol):
     def write_out(self) -> None: ...
 
 
+def open_properties(server: Server) -> dict[Any, Any]:
+    """What our open frame says of us: the product, and under an HA policy where else to connect
+    (`failover-server-list`, as Qpid JMS and our failover client read it)."""
+    properties: dict[Any, Any] = {Symbol("product"): "amqp-mirror"}
+    partners = server.config.ha_partners()
+    if partners:
+        properties[Symbol("failover-server-list")] = [
+            {Symbol("network-host"): c.host, Symbol("port"): c.port, Symbol("scheme"): "amqp"}
+            for c in partners
+        ]
+    return properties
+
+
 class BrokerEndpoint:
     """Handler for one accepted connection."""
 
@@ -75,7 +88,7 @@ class BrokerEndpoint:
             allow_no_sasl=not secure,
             max_frame_size=acceptor.max_frame_size,
             idle_timeout_ms=acceptor.amqp_idle_timeout,
-            open_properties={Symbol("product"): "amqp-mirror"},
+            open_properties=open_properties(server),
         )
         self.termini = Termini(server, acceptor, services)
         self.sasl = ServerSasl(server, name)

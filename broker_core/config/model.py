@@ -429,6 +429,14 @@ class BrokerConfig(Frozen):
     users: tuple[User, ...] = ()
     roles: dict[str, frozenset[str]] = {}  # role -> user names
 
+    def ha_partners(self) -> tuple[Connector, ...]:
+        """Under an HA policy, the other servers of the pair: the `<connector>`s that are not one of our
+        own acceptors (clients are told of them, and a passive server sends clients there)."""
+        if self.ha_policy.kind == HaKind.PRIMARY_ONLY:
+            return ()
+        own = {(a.host, a.port) for a in self.acceptors}
+        return tuple(c for c in self.connectors if (c.host, c.port) not in own)
+
     def address_settings_for(self, address: str) -> AddressSettings:
         """Merge every matching `<address-setting>`: per field, the most specific entry that sets it wins.
 

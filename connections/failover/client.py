@@ -25,8 +25,8 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from proton import ConnectionException, Delivery, LinkException, Message, ProtonException, Timeout
-from proton.utils import BlockingConnection, BlockingReceiver, BlockingSender, SendException
+from proton import ConnectionException, Delivery, Endpoint, LinkException, Message, ProtonException, Timeout
+from proton.utils import BlockingConnection, BlockingReceiver, BlockingSender, ConnectionClosed, SendException
 
 from connections.failover.backoff import Attempt, connect_schedule, priority_probes
 from connections.failover.uri import BrokerUri, FailoverUri, parse_failover_uri
@@ -44,6 +44,7 @@ CONNECT_TIMEOUT_OPTION = "transport.connectTimeout"
 IDLE_TIMEOUT_OPTION = "amqp.idleTimeout"
 # proton's reactor needs a few non-blocking turns to select, read and dispatch (measured: 3 for an EOF).
 PUMP_TURNS = 4
+REDIRECT = "amqp:connection:redirect"
 # Failures that mean "this connection is unusable" (as opposed to a refused link or delivery).
 CONNECTION_FAILURES: tuple[type[Exception], ...] = (ConnectionException, Timeout)
 
@@ -98,6 +99,29 @@ class ClosedError(FailoverError):
 Connector = Callable[..., BlockingConnection]
 
 
+class Redirected(ConnectionClosed):
+    """The broker answered `amqp:connection:redirect` (a passive HA server): `where` to go instead."""
+
+    def __init__(self, connection: Any, where: tuple[str, int] | None) -> None:
+        super().__init__(connection)
+        self.where = where
+
+
+class RedirectAwareConnection(BlockingConnection):
+    """proton's blocking connection, keeping a redirect's fields (its own error keeps only the name)."""
+
+    def on_connection_remote_close(self, event: Any) -> None:
+        condition = event.connection.remote_condition
+        if (
+            condition is not None
+            and condition.name == REDIRECT
+            and event.connection.state & Endpoint.LOCAL_ACTIVE
+        ):
+            event.connection.close()
+            raise Redirected(event.connection, _host_port(condition.info or {}))
+        super().on_connection_remote_close(event)
+
+
 class FailoverConnection:
     """A connection to the first reachable broker of a failover URI, re-established after a loss."""
 
@@ -110,12 +134,13 @@ class FailoverConnection:
         rng: random.Random | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
-        connector: Connector = BlockingConnection,
+        connector: Connector = RedirectAwareConnection,
     ) -> None:
         self.config = uri if isinstance(uri, FailoverUri) else parse_failover_uri(uri)
         self._auth = _auth_kwargs(user, password)
         self._rng = rng or random.Random()
         self._clock, self._sleep, self._connector = clock, sleep, connector
+        self.uris: list[BrokerUri] = list(self.config.uris)  # and those the brokers told us about
         self._settings = {u: _uri_settings(u) for u in self.config.uris}
         self._conn: BlockingConnection | None = None
         self.connected_uri: BrokerUri | None = None
@@ -216,25 +241,32 @@ class FailoverConnection:
     def _reconnect(self, deadline: float | None) -> None:
         startup = self.generation == 0
         options = self.config.options
-        schedule = connect_schedule(
-            self.config.uris, options, startup=startup, rng=self._rng, failed=self._lost_uri
-        )
+        schedule = connect_schedule(self.uris, options, startup=startup, rng=self._rng, failed=self._lost_uri)
         last_error: BaseException | None = None
         for attempt in schedule:
             if attempt.warn:
                 log.warning(
                     "failed to connect to any of %s after %d attempt(s), continuing to retry",
-                    _names(self.config.uris),
+                    _names(tuple(self.uris)),
                     attempt.failures,
                 )
             self._wait(attempt.delay_ms, deadline)
+            uri = attempt.uri
             try:
-                conn = self._open(attempt.uri, deadline)
+                conn = self._open(uri, deadline)
             except CONNECTION_FAILURES as error:
-                log.debug("connect to %s failed: %s", attempt.uri, error)
+                log.debug("connect to %s failed: %s", uri, error)
                 last_error = error
-                continue
-            self._install(conn, attempt.uri, startup)
+                redirect = _redirect(error)  # a passive server says where the active one is: go there
+                if redirect is None:
+                    continue
+                uri = self._learn(redirect, f"redirected by {uri}")
+                try:
+                    conn = self._open(uri, deadline)
+                except CONNECTION_FAILURES as again:
+                    last_error = again
+                    continue
+            self._install(conn, uri, startup)
             return
         raise ReconnectExhaustedError(self._exhausted_text(startup, last_error))
 
@@ -245,13 +277,13 @@ class FailoverConnection:
         else:
             what = f"maxReconnectAttempts={options.max_reconnect_attempts}"
         phase = "could not connect" if startup else f"lost {self._lost_uri} and could not reconnect"
-        return f"{phase} to any of {_names(self.config.uris)} ({what}); last error: {error}"
+        return f"{phase} to any of {_names(tuple(self.uris))} ({what}); last error: {error}"
 
     def _wait(self, delay_ms: int, deadline: float | None) -> None:
         delay = delay_ms / 1000.0
         if deadline is not None and self._clock() + delay > deadline:
             raise FailoverTimeoutError(
-                f"no connection to any of {_names(self.config.uris)} within "
+                f"no connection to any of {_names(tuple(self.uris))} within "
                 f"timeout={self.config.options.timeout}ms"
             )
         if delay > 0:
@@ -274,8 +306,22 @@ class FailoverConnection:
             self.failovers += 1
             log.info("failed over to %s (previous broker %s)", uri, previous)
         self._lost_uri = None
+        for entry in _server_list(conn):  # the broker's own failover-server-list (its HA partner)
+            self._learn(entry, f"failover-server-list of {uri}")
         self._probes = priority_probes(self.config.uris, self.config.options, uri)
         self._next_probe()
+
+    def _learn(self, where: tuple[str, int], why: str) -> BrokerUri:
+        """A broker a server told us of: known from now on (used as the configured ones are)."""
+        for known in self.uris:
+            if (known.host.lower(), known.port) == (where[0].lower(), where[1]):
+                return known
+        template = self.uris[0]
+        uri = BrokerUri(template.scheme, where[0], where[1], template.options)
+        self.uris.append(uri)
+        self._settings[uri] = _uri_settings(uri)
+        log.info("learnt of %s (%s)", uri, why)
+        return uri
 
     # -- returning to a priority broker (priorityBackup) -----------------------------------------------
 
@@ -442,6 +488,25 @@ class FailoverReceiver:
                 raise LinkError(f"{where}: {error}") from error
             self._generation = self.owner.generation
             return self._link
+
+
+def _redirect(error: BaseException) -> tuple[str, int] | None:
+    """Where an `amqp:connection:redirect` sends us, if that is what `error` is."""
+    return error.where if isinstance(error, Redirected) else None
+
+
+def _server_list(conn: BlockingConnection) -> list[tuple[str, int]]:
+    """The `failover-server-list` a broker put in its open frame's properties."""
+    properties = getattr(getattr(conn, "conn", None), "remote_properties", None) or {}
+    entries = properties.get("failover-server-list") or []
+    found = [_host_port(entry) for entry in entries if isinstance(entry, dict)]
+    return [where for where in found if where is not None]
+
+
+def _host_port(info: Any) -> tuple[str, int] | None:
+    host = info.get("network-host") if hasattr(info, "get") else None
+    port = info.get("port") if hasattr(info, "get") else None
+    return (str(host), int(port)) if host and port else None
 
 
 def _pump(conn: BlockingConnection) -> None:

@@ -188,3 +188,23 @@ def test_a_second_primary_gives_up_after_journal_lock_acquisition_timeout(tmp_pa
     assert "AMQ222229" in other.log()
     assert not active(other)
     primary.stop()
+
+
+def test_a_client_that_knows_one_server_follows_the_pair(tmp_path: Path) -> None:
+    primary, backup = shared_pair(tmp_path)
+    primary.start()
+    backup.start()
+    # told only of the passive backup: redirected to the active primary
+    with FailoverConnection(f"failover:({backup.url})?{FAST}") as conn:
+        conn.sender("orders").send(Message(body="via-redirect", durable=True))
+        assert conn.connected_uri is not None and conn.connected_uri.port == primary.port
+    # told only of the primary: learns the backup from its failover-server-list, and follows it there
+    with FailoverConnection(f"failover:({primary.url})?{FAST}") as conn:
+        sender = conn.sender("orders")
+        sender.send(Message(body="before", durable=True))
+        assert [u.port for u in conn.uris] == [primary.port, backup.port]
+        primary.kill()
+        sender.send(Message(body="after", durable=True))  # the loss is noticed before: not in doubt
+        assert conn.connected_uri is not None and conn.connected_uri.port == backup.port
+    assert [m.body for m in receive(backup.url, "orders", 3)] == ["via-redirect", "before", "after"]
+    backup.stop()
