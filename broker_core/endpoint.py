@@ -30,6 +30,7 @@ from .amqp.performatives import (
     Rejected,
     Target,
 )
+from .duplicates import duplicate_id
 from .errors import BrokerError, InvalidField, ResourceLimitExceeded, Unauthorized
 from .inbound_attach import Subscription, Termini
 from .inbound_links import LinkConsumer, Producer
@@ -298,7 +299,13 @@ class BrokerEndpoint:
                 if service is not None:
                     service.on_delivery(self, link, None, delivery_id, settled, payload)
                     return
+            dup = duplicate_id(view) if self.acceptor.amqp_duplicate_detection else None
+            if dup is not None and srv.duplicates.seen(address, dup):
+                self._duplicate(address, dup, session, delivery_id, settled)
+                return
             msg = srv.router.route(address, payload, view)
+            if dup is not None and msg is not None:
+                srv.duplicates.remember(address, dup)
         except (DecodeError, IndexError, ValueError) as exc:
             self.reject(
                 session, delivery_id, settled, BrokerError(errors.DECODE_ERROR, f"malformed message: {exc}")
@@ -319,6 +326,22 @@ class BrokerEndpoint:
             )
         else:
             self.accept_later(session, delivery_id)
+
+    def _duplicate(self, address: str, dup: bytes, session: Session, delivery_id: int, settled: bool) -> None:
+        """A retried send (its `_AMQ_DUPL_ID` was routed before): done already. Accepted once what is
+        persisted so far (the original among it) is durable, and not routed again."""
+        duplicates = self.server.duplicates
+        duplicates.rejected += 1
+        if duplicates.rejected == 1 or duplicates.rejected % 1000 == 0:
+            log.warning(
+                "AMQ222059: Duplicate message detected on %s (id %r) - message will not be routed "
+                "(%d so far)",
+                address,
+                dup[:64],
+                duplicates.rejected,
+            )
+        if not settled:
+            self.server.persistence.confirm(lambda: self.accept_later(session, delivery_id))
 
     def _not_stored(self, session: Session, delivery_id: int, msg: StoredMessage) -> None:
         """The journal could not take the message (a full disk): take it back and refuse the send."""

@@ -31,6 +31,7 @@ from typing import Any
 from .config.model import AddressSettings, BrokerConfig
 from .data_lock import DataLock
 from .disk import DiskMonitor
+from .duplicates import DuplicateIds
 from .errors import Unauthorized
 from .events import Cause, Observer, Observers
 from .identity import MessageIndex
@@ -122,6 +123,7 @@ class Server:
             self.budget,
             self.log,
         )
+        self.duplicates = DuplicateIds(config.id_cache_size, config.persist_id_cache, self.persistence)
         self.paging.on_visible = lambda queue: queue.dispatch(self.outcomes.is_expired)
         self.persistence.on_space = self._space_changed
         self.observers.add(self.paging)
@@ -173,6 +175,7 @@ class Server:
             with collector_paused():
                 state = journal.open()
                 restore(state, self.topology, self.index, self.persistence)
+                self.duplicates.restore(state.duplicates)
             last_page = int(self.persistence.meta.get(LAST_PAGE, b"0"))
             self.paging.recover(state.pages, last_page, self.topology.queues_by_id, journal.fsync)
         else:

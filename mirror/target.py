@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from broker_core.duplicates import duplicate_id
 from broker_core.errors import BrokerError, Unauthorized
 from broker_core.events import Cause
 from broker_core.message import MessageView
@@ -210,15 +211,13 @@ class MirrorTarget:
             return True
         self.stats["messages"] += 1
         only = list(m.target_queues) if m.target_queues is not None else None
-        srv.router.route(
-            address,
-            m.payload,
-            MessageView(m.payload, m.parts, m.expiry, m.header),
-            via_mirror=True,
-            origin=(origin, m.mr_id),
-            only_queues=only,
-            cause=cause,
+        view = MessageView(m.payload, m.parts, m.expiry, m.header)
+        msg = srv.router.route(
+            address, m.payload, view, via_mirror=True, origin=(origin, m.mr_id), only_queues=only, cause=cause
         )
+        dup = duplicate_id(view)
+        if dup is not None and msg is not None:  # a client retrying here after a DR failover is deduped
+            srv.duplicates.remember(address, dup)
         return True
 
     # ---------------------------------------------------------------------------------- events

@@ -18,6 +18,7 @@ from broker_core.journal.records import (
     AddressAdded,
     AddressRemoved,
     DeliveryCountUpdated,
+    DuplicateIdAdded,
     HighestIds,
     MessageAcked,
     MessageAdded,
@@ -52,6 +53,7 @@ TYPE_PAGE_WRITTEN = 12
 TYPE_PAGE_ACKED = 13
 TYPE_PAGE_COMPLETED = 14
 TYPE_PAGE_REMOVED = 15
+TYPE_DUPLICATE_ID = 16
 
 _TYPE_CRC = [zlib.crc32(bytes([t])) for t in range(256)]
 
@@ -276,6 +278,10 @@ def _enc_page_removed(r: PageRemoved) -> tuple[int, bytes]:
     return TYPE_PAGE_REMOVED, _ID.pack(r.page)
 
 
+def _enc_duplicate_id(r: DuplicateIdAdded) -> tuple[int, bytes]:
+    return TYPE_DUPLICATE_ID, _U32.pack(r.cache_size) + _short(r.address) + _long(r.duplicate_id)
+
+
 _ENCODERS: dict[type, Callable[..., tuple[int, bytes | list[bytes]]]] = {
     AddressAdded: _enc_address_added,
     AddressRemoved: _enc_address_removed,
@@ -289,6 +295,7 @@ _ENCODERS: dict[type, Callable[..., tuple[int, bytes | list[bytes]]]] = {
     PageAcked: _enc_page_acked,
     PageCompleted: _enc_page_completed,
     PageRemoved: _enc_page_removed,
+    DuplicateIdAdded: _enc_duplicate_id,
 }
 
 
@@ -407,6 +414,13 @@ def _dec_page_removed(buf: memoryview) -> PageRemoved:
     return PageRemoved(_ID.unpack_from(buf, 0)[0])
 
 
+def _dec_duplicate_id(buf: memoryview) -> DuplicateIdAdded:
+    (cache_size,) = _U32.unpack_from(buf, 0)
+    address, pos = _read_short(buf, _U32.size)
+    duplicate_id, _ = _read_long(buf, pos)
+    return DuplicateIdAdded(address, duplicate_id, cache_size)
+
+
 _DECODERS: dict[int, Callable[[memoryview], Record]] = {
     TYPE_ADDRESS_ADDED: _dec_address_added,
     TYPE_ADDRESS_REMOVED: _dec_address_removed,
@@ -422,4 +436,5 @@ _DECODERS: dict[int, Callable[[memoryview], Record]] = {
     TYPE_PAGE_ACKED: _dec_page_acked,
     TYPE_PAGE_COMPLETED: _dec_page_completed,
     TYPE_PAGE_REMOVED: _dec_page_removed,
+    TYPE_DUPLICATE_ID: _dec_duplicate_id,
 }

@@ -31,6 +31,7 @@ from broker_core.journal.files import create_segment, fsync_dir, remove_files, w
 from broker_core.journal.layout import Marker, marker_name, pack_marker
 from broker_core.journal.records import (
     DeliveryCountUpdated,
+    DuplicateIdAdded,
     HighestIds,
     MessageAdded,
     MetaRecord,
@@ -118,6 +119,10 @@ def _snapshot(state: LiveState, sources: _Sources) -> Iterator[_Item]:
         yield encode(queue), ("q", queue_id), None
     for key, value in state.meta.items():
         yield encode(MetaRecord(key, value)), ("m", key), None
+    for name, ids in state.duplicates.items():
+        size = state.duplicate_sizes.get(name, len(ids))
+        for duplicate_id in ids:
+            yield encode(DuplicateIdAdded(name, duplicate_id, size)), ("d", name, duplicate_id), None
     for seq, page in state.pages.items():
         yield encode(page.written), ("pw", seq), None
         for queue_id in page.completed:

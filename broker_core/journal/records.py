@@ -222,6 +222,16 @@ class PageRemoved:
     page: int
 
 
+@dataclass(frozen=True, slots=True)
+class DuplicateIdAdded:
+    """A send's duplicate id (`_AMQ_DUPL_ID`) remembered for its address; an address keeps its last
+    `cache_size` ids (id-cache-size), so older ones die as newer ones come."""
+
+    address: str
+    duplicate_id: bytes
+    cache_size: int
+
+
 Record = (
     AddressAdded
     | AddressRemoved
@@ -237,4 +247,5 @@ Record = (
     | PageAcked
     | PageCompleted
     | PageRemoved
+    | DuplicateIdAdded
 )

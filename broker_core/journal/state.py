@@ -24,6 +24,7 @@ from broker_core.journal.records import (
     AddressAdded,
     AddressRemoved,
     DeliveryCountUpdated,
+    DuplicateIdAdded,
     HighestIds,
     MessageAcked,
     MessageAdded,
@@ -70,6 +71,7 @@ class Recovered:
     max_message_id: int = 0
     pages: dict[int, LivePage] = field(default_factory=dict)
     max_page: int = 0
+    duplicates: dict[str, list[bytes]] = field(default_factory=dict)  # by address, oldest first
 
 
 @dataclass(slots=True, init=False)  # one per durable message: a compiled __init__ (see records.py)
@@ -108,6 +110,9 @@ class LiveState:
         self.max_ids = [0, 0, 0]  # address, queue, message
         self.pages: dict[int, LivePage] = {}
         self.max_page = 0
+        # duplicate ids by address, oldest first (a dict keeps the order), and each address's cache size
+        self.duplicates: dict[str, dict[bytes, None]] = {}
+        self.duplicate_sizes: dict[str, int] = {}
         self.segment_total: dict[int, int] = {}
         self.segment_live: dict[int, int] = {}
         # recovery keeps the decoded messages to hand them to the server; the running journal does not
@@ -127,6 +132,7 @@ class LiveState:
             PageAcked: self._page_acked,
             PageCompleted: self._page_completed,
             PageRemoved: self._page_removed,
+            DuplicateIdAdded: self._duplicate_id,
         }
 
     def apply(self, record: Record, seq: int, offset: int, size: int) -> None:
@@ -180,8 +186,18 @@ class LiveState:
             seq: LivePage(p.written, set(p.completed), {qid: dict(acks) for qid, acks in p.acks.items()})
             for seq, p in self.pages.items()
         }
+        duplicates = {address: list(ids) for address, ids in self.duplicates.items()}
         return Recovered(
-            dict(self.addresses), dict(self.queues), messages, dict(self.meta), a, q, m, pages, self.max_page
+            dict(self.addresses),
+            dict(self.queues),
+            messages,
+            dict(self.meta),
+            a,
+            q,
+            m,
+            pages,
+            self.max_page,
+            duplicates,
         )
 
     def forget_segment(self, seq: int) -> None:
@@ -329,6 +345,20 @@ class LiveState:
             self._drop_page_acks(r.page, page, queue_id)
         for queue_id in page.completed:
             self._dead(("pc", r.page, queue_id))
+
+    def _duplicate_id(self, r: DuplicateIdAdded, seq: int, _offset: int, size: int) -> None:
+        ids = self.duplicates.get(r.address)
+        if ids is None:
+            ids = self.duplicates[r.address] = {}
+        self.duplicate_sizes[r.address] = r.cache_size
+        key = ("d", r.address, r.duplicate_id)
+        ids.pop(r.duplicate_id, None)  # seen again: it becomes the newest
+        ids[r.duplicate_id] = None
+        self._live(key, seq, size)
+        while len(ids) > max(r.cache_size, 0):
+            oldest = next(iter(ids))
+            del ids[oldest]
+            self._dead(("d", r.address, oldest))
 
     def _drop_page_acks(self, seq: int, page: LivePage, queue_id: int) -> None:
         for message_id in page.acks.pop(queue_id, {}):

@@ -208,3 +208,32 @@ def test_a_client_that_knows_one_server_follows_the_pair(tmp_path: Path) -> None
         assert conn.connected_uri is not None and conn.connected_uri.port == backup.port
     assert [m.body for m in receive(backup.url, "orders", 3)] == ["via-redirect", "before", "after"]
     backup.stop()
+
+
+def test_once_and_only_once_across_a_failover_with_duplicate_detection(tmp_path: Path) -> None:
+    """Seed 001 §5: every message carries a unique `_AMQ_DUPL_ID`; a send left in doubt by the failover
+    is sent again with the same id; the broker stores it once. Every message ends up exactly once."""
+    primary, backup = shared_pair(tmp_path)
+    primary.start()
+    backup.start()
+    sent, retried = 0, 0
+    with FailoverConnection(failover_uri(primary, backup)) as conn:
+        sender = conn.sender("orders")
+        killer = threading.Thread(
+            target=lambda: (wait_until(lambda: sent >= 150, 30, "sends"), primary.kill())
+        )
+        killer.start()
+        for i in range(400):
+            message = Message(body=i, durable=True, properties={"_AMQ_DUPL_ID": f"order-{i}"})
+            while True:
+                try:
+                    sender.send(message)
+                    break
+                except InDoubtError:
+                    retried += 1  # the same message, the same id: sent again
+            sent += 1
+        killer.join()
+    got = [m.body for m in receive(backup.url, "orders", 1000, timeout=2)]
+    print(f"once and only once: 400 sent, {retried} retried after a failover, {len(got)} received")
+    assert sorted(got) == list(range(400))  # each exactly once, nothing lost
+    backup.stop()

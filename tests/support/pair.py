@@ -37,7 +37,7 @@ BROKER_XML = """<?xml version="1.0"?>
   <core xmlns="urn:activemq:core">
     <name>{name}</name>
     <persistence-enabled>{persistence}</persistence-enabled>
-    <security-enabled>false</security-enabled>
+    <security-enabled>false</security-enabled>{extra}
     <journal-directory>{home}/journal</journal-directory>
     <paging-directory>{home}/paging</paging-directory>
     <acceptors><acceptor name="amqp">tcp://127.0.0.1:{port}?protocols=AMQP;anycastPrefix=anycast://;multicastPrefix=multicast://{acceptor_params}</acceptor></acceptors>
@@ -200,6 +200,7 @@ class Network:
         persistence: bool = False,
         addresses: str = '<address name="orders"><anycast><queue name="orders"/></anycast></address>',
         settings: str = "",
+        extra: str = "",
         port: int | None = None,
         acceptor_params: str = "",
         node_id: str | None = None,
@@ -225,6 +226,7 @@ class Network:
             connections=connections,
             addresses=addresses,
             settings=settings,
+            extra=extra,
             acceptor_params=f";{acceptor_params}" if acceptor_params else "",
         )
         (home / "broker.xml").write_text(xml)
@@ -417,7 +419,14 @@ class MemoryClient:
         raise AttributeError(name)
 
     # the test's side
-    def send(self, address: str | None, body: str, durable: bool = True, to: str | None = None) -> int:
+    def send(
+        self,
+        address: str | None,
+        body: str,
+        durable: bool = True,
+        to: str | None = None,
+        properties: dict[str, Any] | None = None,
+    ) -> int:
         """Send one message (`address` None: an anonymous sender, the message's `to` decides); returns its
         delivery id (its outcome lands in `outcomes` when settled)."""
         key = address or ""
@@ -430,7 +439,7 @@ class MemoryClient:
             self.network.pump()
         assert link.credit > 0, f"no credit to send to {address}"
         self.tag += 1
-        payload = build_message(body, durable=durable, to=to)
+        payload = build_message(body, durable=durable, to=to, application_properties=properties)
         delivery_id = self.conn.send_delivery(link, self.tag.to_bytes(4, "big"), payload, False)
         self._write()
         return delivery_id
