@@ -114,6 +114,42 @@ def _cmd_connections(args: argparse.Namespace) -> int:
     return connections_main(args)
 
 
+def _cmd_ha(args: argparse.Namespace) -> int:
+    """`ha status` and `ha failover` over management; a passive server answers with where the active is."""
+    import json
+
+    from connections.cli import request
+    from connections.failover.client import Redirected
+
+    auth = {"user": args.user, "password": args.password}
+    try:
+        if args.action == "status":
+            status = request(args.url, "getHAStatus", [], **auth)
+            if args.json:
+                print(json.dumps(status, sort_keys=True))
+            else:
+                for key in ("policy", "role", "state", "nodeId", "sharedState", "partner"):
+                    print(f"{key:12} {status.get(key)}")
+        else:
+            request(args.url, "forceFailover", [], **auth)
+            print("failover requested: this server stops and its backup takes over")
+    except Redirected as exc:
+        where = f"{exc.where[0]}:{exc.where[1]}" if exc.where else "unknown"
+        if args.action == "status":
+            print(
+                json.dumps({"state": "passive", "active": where})
+                if args.json
+                else f"passive; the active server is {where}"
+            )
+            return 0
+        print(f"error: {args.url} is passive; the active server is {where}", file=sys.stderr)
+        return 1
+    except Exception as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="amqp-mirror", description=DESCRIPTION, epilog=EXIT_CODES, formatter_class=_Help
@@ -155,6 +191,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--user", help="a user with the manage permission")
     p.add_argument("--password", help="that user's password")
     p.set_defaults(func=_cmd_connections)
+
+    p = command("ha", "the HA role and state of a running broker, or make it fail over to its backup")
+    p.add_argument("action", choices=["status", "failover"], help="show the state, or forceFailover")
+    p.add_argument("--url", default="amqp://127.0.0.1:5672", help="the broker's AMQP URL")
+    p.add_argument("--user", help="a user with the manage permission")
+    p.add_argument("--password", help="that user's password")
+    p.add_argument("--json", action="store_true", help="status as one JSON object")
+    p.set_defaults(func=_cmd_ha)
 
     from spark_dr import cli as dr_cli  # imports pyspark only when a DR command runs
 

@@ -36,7 +36,7 @@ class Management:
         address: str = "activemq.management",
         timeout: float = 10,
     ) -> None:
-        from proton.utils import BlockingConnection
+        from connections.failover.client import RedirectAwareConnection as BlockingConnection
 
         kwargs: dict[str, Any] = {"timeout": timeout}
         if user:

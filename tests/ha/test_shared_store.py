@@ -237,3 +237,31 @@ def test_once_and_only_once_across_a_failover_with_duplicate_detection(tmp_path:
     print(f"once and only once: 400 sent, {retried} retried after a failover, {len(got)} received")
     assert sorted(got) == list(range(400))  # each exactly once, nothing lost
     backup.stop()
+
+
+def test_the_ha_command_shows_the_pair_and_fails_it_over(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    def ha(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "amqp_mirror", "ha", *args]
+        return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+
+    primary, backup = shared_pair(tmp_path)
+    primary.start()
+    backup.start()
+    shown = ha("status", "--url", primary.url, "--json")
+    assert shown.returncode == 0, shown.stderr
+    status = json.loads(shown.stdout)
+    assert (status["role"], status["state"], status["sharedState"]) == ("primary", "active", "L")
+    passive = ha("status", "--url", backup.url)
+    assert (
+        passive.returncode == 0
+        and f"passive; the active server is 127.0.0.1:{primary.port}" in passive.stdout
+    )
+    assert ha("failover", "--url", backup.url).returncode == 1  # only the active server can fail over
+    assert ha("failover", "--url", primary.url).returncode == 0
+    wait_until(lambda: "AMQ221010" in backup.log(), 10, "the backup to take over")
+    assert json.loads(ha("status", "--url", backup.url, "--json").stdout)["state"] == "active"
+    backup.stop()
