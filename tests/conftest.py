@@ -31,6 +31,7 @@ if _REPO_ROOT not in sys.path:
 from tests.peers import protonc as protonc_peer  # noqa: E402
 from tests.peers import rabbitmq as rabbitmq_peer  # noqa: E402
 from tests.peers import rhea as rhea_peer  # noqa: E402
+from tests.peers import zookeeper as zookeeper_peer  # noqa: E402
 
 
 def in_ci() -> bool:
@@ -68,6 +69,14 @@ def rhea() -> rhea_peer.Rhea:
     """Starts rhea send/receive clients against any URL (see ``tests.peers.rhea.Rhea``)."""
     require("rhea", *rhea_peer.availability())
     return rhea_peer.Rhea()
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[zookeeper_peer.Ensemble]:
+    """A three-node ZooKeeper ensemble on loopback (``.connect_string``, ``.nodes``: stop/pause/resume)."""
+    require("ZooKeeper", *zookeeper_peer.availability())
+    with zookeeper_peer.running_ensemble(tmp_path_factory.mktemp("zookeeper")) as ensemble:
+        yield ensemble
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,94 @@
+"""The pluggable lock managers against the real thing: a three-node ZooKeeper ensemble on loopback,
+and the file lock for one host. The lock is exclusive, the activation sequence a compare-and-set, and a
+holder whose ZooKeeper majority goes away says its lock is lost before its session could expire."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+from broker_core.config.model import ZOOKEEPER_LOCK_MANAGER, LockManager
+from broker_core.ha.lock_managers import LockManagerError, lock_manager_for
+from tests.peers.ports import wait_until
+from tests.peers.zookeeper import Ensemble
+
+FILE = "org.apache.activemq.artemis.lockmanager.file.FileBasedLockManager"
+
+
+def zk(ensemble: Ensemble, **properties: str):  # type: ignore[no-untyped-def]
+    manager = lock_manager_for(
+        LockManager(
+            class_name=ZOOKEEPER_LOCK_MANAGER,
+            properties={"connect-string": ensemble.connect_string, **properties},
+        )
+    )
+    manager.start()
+    return manager
+
+
+def test_zookeeper_lock_is_exclusive_and_the_sequence_a_compare_and_set(zookeeper: Ensemble) -> None:
+    node = str(uuid.uuid4())
+    a, b = zk(zookeeper, namespace="t1"), zk(zookeeper, namespace="t1")
+    try:
+        assert a.try_lock(node) and a.holds(node)
+        assert not b.try_lock(node)
+        assert a.get_sequence(node) == 0
+        assert a.compare_and_set_sequence(node, 0, -1)  # a claim
+        assert not b.compare_and_set_sequence(node, 0, 5)  # stale expectation
+        assert b.compare_and_set_sequence(node, -1, 1)  # the commit
+        assert b.get_sequence(node) == 1
+        a.unlock(node)
+        wait_until(lambda: b.try_lock(node), 10, "the other manager to get the freed lock")
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_zookeeper_lock_is_given_up_when_the_majority_goes(zookeeper: Ensemble) -> None:
+    node = str(uuid.uuid4())
+    manager = zk(zookeeper, namespace="t2", **{"session-ms": "3000", "session-percent": "33"})
+    lost = threading.Event()
+    manager.on_lost(lambda why: lost.set())
+    try:
+        assert manager.try_lock(node)
+        for zk_node in zookeeper.nodes:  # every node frozen: the client's connection is suspended
+            zk_node.pause()
+        try:
+            assert lost.wait(10), "a holder without its ensemble must give the lock up"
+            assert not manager.holds(node)
+        finally:
+            for zk_node in zookeeper.nodes:
+                zk_node.resume()
+        zookeeper.wait_serving()
+    finally:
+        manager.stop()
+
+
+def test_file_lock_manager_on_one_host(tmp_path: Path) -> None:
+    node = str(uuid.uuid4())
+    props = {"locks-folder": str(tmp_path / "locks")}
+    a, b = (lock_manager_for(LockManager(class_name=FILE, properties=props)) for _ in range(2))
+    a.start()
+    b.start()
+    assert a.try_lock(node) and not b.try_lock(node)
+    assert a.compare_and_set_sequence(node, 0, 1) and not b.compare_and_set_sequence(node, 0, 2)
+    a.unlock(node)
+    assert b.try_lock(node) and b.get_sequence(node) == 1
+
+
+def test_a_manager_that_cannot_be_reached_or_configured_says_so() -> None:
+    with pytest.raises(LockManagerError, match="connect-string"):
+        lock_manager_for(LockManager(class_name=ZOOKEEPER_LOCK_MANAGER, properties={}))
+    with pytest.raises(LockManagerError, match="not one this broker has"):
+        lock_manager_for(LockManager(class_name="org.example.Mine", properties={}))
+    manager = lock_manager_for(
+        LockManager(
+            class_name=ZOOKEEPER_LOCK_MANAGER,
+            properties={"connect-string": "127.0.0.1:1", "connection-ms": "500"},
+        )
+    )
+    with pytest.raises(LockManagerError, match="cannot reach ZooKeeper"):
+        manager.start()
