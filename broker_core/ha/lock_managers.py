@@ -18,6 +18,7 @@ timeout (kazoo's own waits are not bounded while a connection is suspended, spec
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -178,7 +179,6 @@ class ZooKeeperLockManager:
     def start(self) -> None:
         try:
             from kazoo.client import KazooClient, KazooState
-            from kazoo.retry import KazooRetry
         except ImportError as exc:  # a dependency of the package: only a broken install lacks it
             raise LockManagerError("the ZooKeeper lock manager needs kazoo (pip install kazoo)") from exc
         retry = {"max_tries": self.retries, "delay": self.retries_ms / 1000, "backoff": 1, "max_delay": 60}
@@ -212,10 +212,8 @@ class ZooKeeperLockManager:
     def unlock(self, node_id: str) -> None:
         lock = self._locks.pop(node_id, None)
         if lock is not None and self._client is not None and self._client.connected:
-            try:
+            with contextlib.suppress(Exception):  # the session is going anyway: its ephemeral node too
                 lock.release()
-            except Exception:  # the session is going anyway: its ephemeral node goes with it
-                pass
 
     def holds(self, node_id: str) -> bool:
         lock = self._locks.get(node_id)
