@@ -1,20 +1,24 @@
-"""Runs one broker under its shared-store HA policy: the state machine of broker_core/ha/states.py,
-stepped by the node manager's polls (broker_core/ha/shared_store.py) on the loop's timers.
+"""Runs one broker under its HA policy: the state machine of broker_core/ha/states.py, stepped on the
+loop's timers by a *coordinator* that knows how the pair decides who is active: the shared store's lock
+files (`SharedStoreCoordinator`, below) or a lock manager and a replication stream
+(`ReplicationCoordinator`, ha_replication.py).
 
 While passive, the broker's acceptors answer clients with a redirect to the active server
-(broker_core/passive.py); activating, it recovers the shared journal and serves; active, a lock monitor
-stops it at once if the lock is no longer its own (never two active servers), and an active backup
-steps down when its primary comes back (allow-failback). Every transition is a log line with a stable id.
+(broker_core/passive.py); activating, it recovers its journal and serves; active, the coordinator's watch
+stops it at once if the lock is no longer its own (never two active servers), and an active backup steps
+down when its primary comes back (allow-failback). Every transition is a log line with a stable id.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Protocol
 
 from broker_core.config.model import BrokerConfig, Connector, HaKind, HaRole
+from broker_core.ha.lock_managers import LockManagerError
 from broker_core.ha.shared_store import SharedStore
 from broker_core.ha.states import Action, Event, State, next_step
 from broker_core.journal.node_id import load_or_create_node_id
@@ -39,7 +43,89 @@ _SAY = {
 
 
 def uses_ha(config: BrokerConfig) -> bool:
-    return config.ha_policy.kind == HaKind.SHARED_STORE
+    return config.ha_policy.kind != HaKind.PRIMARY_ONLY
+
+
+class Coordinator(Protocol):
+    """How a pair decides who is active; the controller asks, on its timers, and acts on the answers."""
+
+    poll_every: float  # seconds between polls while passive
+    watch_every: float  # ... and watches while active
+
+    async def begin(self) -> None:
+        """Passive now: announce ourselves (a primary: failing back), start following the primary."""
+
+    async def poll(self) -> Event | None:
+        """Passive: LOCK_ACQUIRED when we may activate, PRIMARY_NOT_FAILED to back off, else None."""
+
+    async def activating(self) -> None:
+        """The lock is ours: the last step before the journal loads (claim the activation sequence)."""
+
+    def activated(self, broker: Broker) -> None:
+        """Active and serving: say so where the pair looks (write L; let a backup replicate from us)."""
+
+    async def watch(self) -> Event | None:
+        """Active: LOCK_LOST, FAILBACK_REQUESTED, or None."""
+
+    def stop_failing_over(self) -> None: ...
+    def stop_paused(self) -> None: ...
+    def release(self) -> None: ...
+    def status(self) -> dict[str, object]: ...
+
+
+class SharedStoreCoordinator:
+    """The shared store's lock files decide (broker_core/ha/shared_store.py)."""
+
+    def __init__(self, controller: HaController) -> None:
+        config = controller.config
+        self.controller = controller
+        self.role = config.ha_policy.role
+        self.allow_failback = config.ha_policy.allow_failback
+        directory = Path(config.node_manager_lock_directory or config.journal_directory)
+        node_id = load_or_create_node_id(Path(config.journal_directory))
+        self.store = SharedStore(directory, controller.broker.server.data_lock, node_id)
+        self.poll_every = POLL
+        self.watch_every = MONITOR if self.role == HaRole.PRIMARY else FAILBACK_CHECK
+
+    async def begin(self) -> None:
+        if self.role == HaRole.PRIMARY:
+            self.store.begin_primary()
+
+    async def poll(self) -> Event | None:
+        if self.role == HaRole.BACKUP:
+            event = self.store.try_backup()
+            self.poll_every = RETRY if event == Event.PRIMARY_NOT_FAILED else POLL
+            return event
+        return self.store.try_primary()
+
+    async def activating(self) -> None:
+        pass  # a backup fenced the old primary as it took the lock (SharedStore.try_backup)
+
+    def activated(self, broker: Broker) -> None:
+        self.store.announce_active()
+
+    async def watch(self) -> Event | None:
+        lost = self.store.monitor()
+        if lost is not None:
+            log.critical(
+                "AMQ222325: %s lost its lock (%s): it stops serving now", self.controller.config.name, lost
+            )
+            return Event.LOCK_LOST
+        if self.role == HaRole.BACKUP and self.allow_failback and self.store.failback_requested():
+            return Event.FAILBACK_REQUESTED
+        return None
+
+    def stop_failing_over(self) -> None:
+        self.store.stop_failing_over()
+
+    def stop_paused(self) -> None:
+        self.store.stop_paused()
+
+    def release(self) -> None:
+        self.store.release()
+
+    def status(self) -> dict[str, object]:
+        return {"sharedState": self.store.state()}
 
 
 def partner(config: BrokerConfig) -> Connector | None:
@@ -64,13 +150,13 @@ class HaController:
         self.role = self.policy.role
         self.state = State.STARTING
         self.broker = self._new_broker()
-        self.store = self._new_store()
+        self.coordinator = self._new_coordinator()
         other = partner(config)
         self.active_elsewhere = (other.host, other.port) if other is not None else None
         self.passive: PassiveListener | None = None
         self._waiting_since = 0.0  # a primary: when it began to wait for its lock
         self._timer: asyncio.TimerHandle | None = None
-        self._busy = False  # an action is running: events wait for the next tick
+        self._task: asyncio.Task[None] | None = None
 
     def _new_broker(self) -> Broker:
         broker = Broker(self.config, self.loop)
@@ -78,10 +164,12 @@ class HaController:
         self.prepare(broker)
         return broker
 
-    def _new_store(self) -> SharedStore:
-        directory = Path(self.config.node_manager_lock_directory or self.config.journal_directory)
-        node_id = load_or_create_node_id(Path(self.config.journal_directory))
-        return SharedStore(directory, self.broker.server.data_lock, node_id)
+    def _new_coordinator(self) -> Coordinator:
+        if self.policy.kind == HaKind.REPLICATION:
+            from .ha_replication import ReplicationCoordinator
+
+            return ReplicationCoordinator(self)
+        return SharedStoreCoordinator(self)
 
     # ------------------------------------------------------------------------------- driving
 
@@ -111,10 +199,10 @@ class HaController:
             "state": str(self.state),
             "policy": str(self.policy.kind),
             "nodeId": self.broker.server.node_id,
-            "sharedState": self.store.state(),
             "partner": f"{self.active_elsewhere[0]}:{self.active_elsewhere[1]}"
             if self.active_elsewhere
             else None,
+            **self.coordinator.status(),
         }
 
     # ------------------------------------------------------------------------------- actions
@@ -125,25 +213,25 @@ class HaController:
         if say:
             log.info(say, name)
         if action == Action.WAIT_FOR_LOCK:
-            if self.role == HaRole.PRIMARY:
-                self.store.begin_primary()
-                self._waiting_since = self.loop.time()
+            self._waiting_since = self.loop.time()
+            await self.coordinator.begin()
             await self._go_passive()
-            self._every(POLL, self._poll)
+            self._every(lambda: self.coordinator.poll_every, self._poll)
         elif action == Action.RETRY_LATER:
-            self._every(RETRY, self._poll)
+            self._every(lambda: self.coordinator.poll_every, self._poll)
         elif action == Action.ACTIVATE:
             await self._activate()
         elif action == Action.ANNOUNCE_ACTIVE:
-            self.store.announce_active()
-            self._every(MONITOR if self.role == HaRole.PRIMARY else FAILBACK_CHECK, self._watch)
+            self.coordinator.activated(self.broker)
+            self._every(lambda: self.coordinator.watch_every, self.coordinator.watch)
         elif action == Action.STEP_DOWN:
             log.info("AMQ221002: backup %s stepping down: its primary is back (allow-failback)", name)
             await self._close_broker()
-            self.store.stop_failing_over()  # leaves the state to the primary, which wrote F
+            self.coordinator.stop_failing_over()  # the lock goes to the primary, which waits for it
             if self.policy.restart_backup:
+                self.coordinator.release()
                 self.broker = self._new_broker()
-                self.store = self._new_store()
+                self.coordinator = self._new_coordinator()
                 await self.on(Event.STEPPED_DOWN)
             else:
                 await self.on(Event.STOPPED)
@@ -152,17 +240,17 @@ class HaController:
         elif action == Action.STOP_FAILING_OVER:
             log.info("AMQ221008: %s stopping; its backup takes over", name)
             await self._close_broker()
-            self.store.stop_failing_over()
+            self.coordinator.stop_failing_over()
             await self.on(Event.STOPPED)
         elif action == Action.STOP_PAUSED:
             log.info("AMQ221001: %s stopping; its backup stays passive (failover-on-shutdown false)", name)
-            self.store.stop_paused()  # P first: the lock, released by the stop, must not look lost
+            self.coordinator.stop_paused()  # first: the lock, released by the stop, must not look lost
             await self._close_broker()
             await self.on(Event.STOPPED)
         elif action == Action.EXIT:
             self._cancel()
             await self._close_passive()
-            self.store.release()
+            self.coordinator.release()
             if self.state == State.STOPPED:
                 self.on_exit(0, "stopped")
 
@@ -180,6 +268,7 @@ class HaController:
         self._cancel()
         await self._close_passive()
         try:
+            await self.coordinator.activating()
             await self.broker.start()
         except Exception as exc:  # the journal or a port: say so and stop
             log.error("AMQ222010: %s could not activate: %s", self.config.name, exc)
@@ -203,37 +292,38 @@ class HaController:
 
     # -------------------------------------------------------------------------------- timers
 
-    def _every(self, seconds: float, step: Callable[[], Event | None]) -> None:
+    def _every(self, seconds: Callable[[], float], step: Callable[[], Awaitable[Event | None]]) -> None:
+        """Ask `step` every `seconds()`, until it answers an event; then act on it."""
         self._cancel()
 
-        def tick() -> None:
-            self._timer = None
-            if self._busy:
-                self._every(seconds, step)
-                return
+        async def ask() -> None:
             try:
-                event = step()
-            except OSError as exc:  # the shared store is unreachable: say so, try again
-                log.warning("HA %s: the shared store failed: %s", self.config.name, exc)
+                event = await step()
+            except (OSError, LockManagerError) as exc:  # the store or the manager is unreachable: retry
+                log.warning("HA %s: %s", self.config.name, exc)
                 event = None
+            if self._timer is not None or self.state in (State.STOPPING, State.STOPPED):
+                return  # superseded meanwhile
             if event is None:
                 self._every(seconds, step)
                 return
-            self._busy = True
-            task = self.loop.create_task(self.on(event))
-            task.add_done_callback(lambda _: setattr(self, "_busy", False))
+            await self.on(event)
 
-        self._timer = self.loop.call_later(seconds, tick)
+        def tick() -> None:
+            self._timer = None
+            self._task = self.loop.create_task(ask())
+
+        self._timer = self.loop.call_later(seconds(), tick)
 
     def _cancel(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
 
-    def _poll(self) -> Event | None:
+    async def _poll(self) -> Event | None:
+        event = await self.coordinator.poll()
         if self.role == HaRole.BACKUP:
-            return self.store.try_backup()
-        event = self.store.try_primary()
+            return event
         timeout = self.config.journal_lock_acquisition_timeout
         if event is None and timeout >= 0 and self.loop.time() - self._waiting_since > timeout / 1000:
             log.error(
@@ -244,12 +334,3 @@ class HaController:
             self.on_exit(1, f"{self.config.name}: the primary lock was not obtained in time")
             return Event.FAILED
         return event
-
-    def _watch(self) -> Event | None:
-        lost = self.store.monitor()
-        if lost is not None:
-            log.critical("AMQ222325: %s lost its lock (%s): it stops serving now", self.config.name, lost)
-            return Event.LOCK_LOST
-        if self.role == HaRole.BACKUP and self.policy.allow_failback and self.store.failback_requested():
-            return Event.FAILBACK_REQUESTED
-        return None

@@ -28,6 +28,7 @@ from .amqp.performatives import (
     Error,
     Open,
     Rejected,
+    Source,
     Target,
 )
 from .duplicates import duplicate_id
@@ -37,7 +38,7 @@ from .inbound_links import LinkConsumer, Producer
 from .inbound_sasl import ServerSasl, mechanisms
 from .message import MessageView
 from .queues import MessageRef, StoredMessage
-from .services import Answer, ServiceLink
+from .services import Answer, OutgoingLink, ServiceLink
 
 if TYPE_CHECKING:
     from .config.model import Acceptor
@@ -107,6 +108,10 @@ class BrokerEndpoint:
     @property
     def credit_window(self) -> int:
         return self.acceptor.amqp_credits
+
+    @property
+    def cluster_member(self) -> bool:
+        return self.sasl.cluster
 
     def mark_dirty(self) -> None:
         self.io.mark_dirty()
@@ -256,6 +261,12 @@ class BrokerEndpoint:
         self.mark_dirty()
 
     def _attach_consumer(self, link: Link, attach: Attach) -> None:
+        source_address = attach.source.address if isinstance(attach.source, Source) else None
+        service = self.services.sender_at(source_address)
+        if service is not None and source_address is not None:
+            self.conn.attach(link.session, service.attach_sender(self, link, attach, source_address), link)
+            self.mark_dirty()
+            return
         queue, subscription, source = self.termini.consumer(
             self.user, link.name, self.conn.container_id_remote(), attach.source
         )
@@ -417,6 +428,8 @@ class BrokerEndpoint:
             if link.drain and link.credit > 0:
                 self.conn.drain_complete(link)
                 self.mark_dirty()
+        elif isinstance(consumer, OutgoingLink):
+            consumer.on_flow()
 
     def on_session_flow(self, session: Session) -> None:
         for link in session.local_links.values():
@@ -449,6 +462,9 @@ class BrokerEndpoint:
             ref = entry[1]
             if not isinstance(ref, MessageRef) or ref.consumer is None:
                 unsettled.pop(i, None)
+                sender = entry[0].context
+                if isinstance(sender, OutgoingLink) and (settled or state is not None):
+                    sender.settled(ref, state)
                 continue
             if state is None and not settled:
                 continue
@@ -485,6 +501,10 @@ class BrokerEndpoint:
 
     def consumer_gone(self, link: Link, closed: bool) -> None:
         consumer = link.context
+        if isinstance(consumer, OutgoingLink):
+            link.context = None
+            consumer.detached()
+            return
         if not isinstance(consumer, LinkConsumer) or consumer.closed:
             return
         consumer.closed = True

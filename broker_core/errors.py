@@ -51,6 +51,10 @@ class ResourceLimitExceeded(_Refusal):
     CONDITION = errors.RESOURCE_LIMIT_EXCEEDED
 
 
+class ResourceLocked(_Refusal):
+    CONDITION = errors.RESOURCE_LOCKED
+
+
 class NotAllowed(_Refusal):
     """Nobody may do this, whatever their permissions (the broker's internal queues)."""
 

@@ -5,6 +5,7 @@ No secret is ever logged: a failed login names the user and the peer, never what
 
 from __future__ import annotations
 
+import hmac
 import logging
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,7 @@ class ServerSasl:
         self.server = server
         self.peer = peer
         self.scram: ScramServer | None = None
+        self.cluster = False  # authenticated with the cluster user and password (HA replication)
 
     def init(self, conn: Connection, mechanism: str, response: bytes | None) -> None:
         secure = self.server.config.security_enabled
@@ -50,6 +52,11 @@ class ServerSasl:
             if len(parts) == 3:
                 user = parts[1].decode("utf-8", "replace")
                 password = parts[2].decode("utf-8", "replace")
+                if self._cluster_member(user, password):
+                    self.cluster = True
+                    conn.sasl_outcome(True, user)
+                    log.debug("%s authenticated as the cluster user", self.peer)
+                    return
                 if self.server.authenticate_plain(user, password) or not secure:
                     conn.sasl_outcome(True, user)
                     log.debug("%s authenticated as %s", self.peer, user)
@@ -61,6 +68,15 @@ class ServerSasl:
             log.warning("SASL mechanism %s refused for %s", mechanism, self.peer)
         conn.sasl_outcome(False, None)
 
+    def _cluster_member(self, user: str, password: str) -> bool:
+        """The cluster user and password of broker.xml (another server of an HA pair), checked whatever
+        security-enabled says: replication carries every message."""
+        config = self.server.config
+        if not config.cluster_user or config.cluster_password is None:
+            return False
+        same_user = hmac.compare_digest(user.encode(), config.cluster_user.encode())
+        return same_user and hmac.compare_digest(password.encode(), config.cluster_password.encode())
+
     def response(self, conn: Connection, response: bytes) -> None:
         scram = self.scram
         if scram is None:
@@ -71,6 +87,8 @@ class ServerSasl:
             conn.sasl_challenge(step.server_bytes)
             return
         self.scram = None
+        if step.ok and step.user == self.server.config.cluster_user:
+            self.cluster = True  # a verified proof of the cluster password
         if step.ok or not self.server.config.security_enabled:
             conn.sasl_outcome(True, step.user, step.server_bytes)
         else:

@@ -108,6 +108,10 @@ class Persistence:
     def add_barrier(self, barrier: Condition) -> None:
         self._barriers.append(barrier)
 
+    def remove_barrier(self, barrier: Condition) -> None:
+        if barrier in self._barriers:
+            self._barriers.remove(barrier)
+
     def on_batch(self, hook: Callable[[], Callback | None]) -> None:
         """`hook()` is asked as each batch is handed over (it may add records with `persist_now`); the
         callbacks the hooks return run first once the batch is on disk, in the order the hooks were
@@ -239,7 +243,11 @@ class Persistence:
         done = _run_all(batch.callbacks, self.log) if batch.callbacks else None
         try:
             self.journal.append_many(
-                batch.records, on_durable=done, syncs=batch.syncs, on_failed=lambda: self._no_space(batch)
+                batch.records,
+                on_durable=done,
+                syncs=batch.syncs,
+                on_failed=lambda: self._no_space(batch),
+                tag=self.flushes,
             )
         except JournalFull:
             self._no_space(batch)

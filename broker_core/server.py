@@ -132,10 +132,11 @@ class Server:
         self.queues: dict[str, Queue] = self.topology.queues
         self.meta: dict[str, bytes] = self.persistence.meta
 
-        self.user_store = UserStore(
-            {u.name: u.password for u in config.users},
-            {u.name: config.roles_of(u.name) for u in config.users},
-        )
+        passwords = {u.name: u.password for u in config.users}
+        if config.cluster_user and config.cluster_password is not None:
+            # the other server of an HA pair logs in as the cluster user (SCRAM or PLAIN), with no role
+            passwords.setdefault(config.cluster_user, config.cluster_password)
+        self.user_store = UserStore(passwords, {u.name: config.roles_of(u.name) for u in config.users})
         rules = {s.match: dict(s.permissions) for s in config.security_settings}
         self.authorizer = Authorizer(config.security_enabled, SecuritySettings(rules), self.user_store)
         self.scram_secret = secrets.token_bytes(32)  # fake SCRAM salts for unknown users stay stable

@@ -37,6 +37,10 @@ class Peer(Protocol):
     def acceptor(self) -> Acceptor:
         """The acceptor the connection came through."""
 
+    @property
+    def cluster_member(self) -> bool:
+        """Whether it authenticated with the cluster user and password (another server of the pair)."""
+
     def accept_later(self, session: Session, delivery_id: int) -> None:
         """Settle the delivery Accepted with the next output (ranges are coalesced)."""
 
@@ -70,6 +74,22 @@ class LinkService(Protocol):
         a message an anonymous-relay link addressed here."""
 
 
+class OutgoingLink:
+    """The context of a link on which a service sends (the peer receives): told of credit, of its
+    deliveries' outcomes (as the context of each one it sends) and of the link going away."""
+
+    def on_flow(self) -> None: ...
+    def settled(self, delivery: object, state: object) -> None: ...
+    def detached(self) -> None: ...
+
+
+class SenderService(Protocol):
+    def attach_sender(self, peer: Peer, link: Link, attach: Attach, address: str) -> Attach:
+        """Check a peer's attach to receive from `address`; set `link.context` to an `OutgoingLink` and
+        return the reply attach; raise BrokerError to refuse it."""
+        ...
+
+
 class ServiceLink:
     """The context of a link answered by a service."""
 
@@ -88,6 +108,14 @@ class Services:
     def __init__(self) -> None:
         self._exact: dict[str, LinkService] = {}
         self._prefixes: list[tuple[str, LinkService]] = []
+        self._senders: dict[str, SenderService] = {}
+
+    def register_sender(self, address: str, service: SenderService) -> None:
+        """A service peers receive from (HA replication): links whose source is `address`."""
+        self._senders[address] = service
+
+    def sender_at(self, address: str | None) -> SenderService | None:
+        return self._senders.get(address) if address and self._senders else None
 
     def register(self, address: str, service: LinkService) -> None:
         self._exact[address] = service

@@ -121,6 +121,7 @@ TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest
     "ha/": "integration",
     "ha/test_ha_states.py": "pure",
     "ha/test_shared_store_files.py": "pure",
+    "ha/test_lock_managers.py": "integration",
     "paging/test_paging_rules.py": "pure",
     "paging/test_page_replay.py": "pure",
     "spark_dr/": "spark",

@@ -4,8 +4,8 @@
 `<primary>` or `<backup>`. Each parameter is allowed only where the seed allows it (a `coordination-id`
 in a shared-store backup is an error naming where it belongs). The older names (`<live-only>`,
 `<master>`, `<slave>`, `check-for-live-server`) are read with a deprecation warning. `<colocated>` is
-refused: colocated backups come in an issue of their own; `<replication>` is read whole, then refused
-until it is implemented (a replicating backup run as a lone primary would be a second active server).
+refused: colocated backups come in an issue of their own; `<replication>` needs a `<manager>` (quorum
+voting, which would decide without one, is not implemented yet).
 """
 
 from __future__ import annotations
@@ -109,11 +109,11 @@ def parse_ha_policy(reader: Reader, section: Element) -> HaPolicy:
         return HaPolicy(kind=kind)
     role = HaRole(role_name)
     policy = HaPolicy(kind=kind, role=role, **_parameters(reader, role_element, kind, role))
-    if kind == HaKind.REPLICATION:  # running it as a lone primary could make two active servers
+    if kind == HaKind.REPLICATION and policy.manager is None:  # no unilateral activation without one
         reader.error(
-            element,
-            "replication is not implemented yet; refused",
-            "<shared-store> (replication, with its lock manager, comes next)",
+            role_element,
+            "replication without a <manager> (quorum voting) is not implemented yet; refused",
+            "a <manager> (ZooKeeper, or the file lock manager on one host)",
         )
     return policy
 

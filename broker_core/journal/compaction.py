@@ -74,7 +74,7 @@ def compact(plan: CompactionPlan, state: LiveState) -> CompactionResult:
     started = time.monotonic()
     writer = _GenerationWriter(plan)
     try:
-        with _Sources(plan.sources) as sources:
+        with Sources(plan.sources) as sources:
             for item in _snapshot(state, sources):
                 writer.add(*item)
         writer.finish()
@@ -111,32 +111,40 @@ def remove_superseded(directory: Path, paths: list[Path], older_markers: list[Pa
 _Item = tuple[bytes, tuple[Any, ...] | None, LiveMessage | None]
 
 
-def _snapshot(state: LiveState, sources: _Sources) -> Iterator[_Item]:
-    yield encode(HighestIds(*state.max_ids)), None, None
+def entity_items(state: LiveState) -> Iterator[tuple[bytes, tuple[Any, ...] | None]]:
+    """The frames of everything live but the messages, with their live keys (compaction; replication)."""
+    yield encode(HighestIds(*state.max_ids)), None
     for address_id, address in state.addresses.items():
-        yield encode(address), ("a", address_id), None
+        yield encode(address), ("a", address_id)
     for queue_id, queue in state.queues.items():
-        yield encode(queue), ("q", queue_id), None
+        yield encode(queue), ("q", queue_id)
     for key, value in state.meta.items():
-        yield encode(MetaRecord(key, value)), ("m", key), None
+        yield encode(MetaRecord(key, value)), ("m", key)
     for name, ids in state.duplicates.items():
         size = state.duplicate_sizes.get(name, len(ids))
         for duplicate_id in ids:
-            yield encode(DuplicateIdAdded(name, duplicate_id, size)), ("d", name, duplicate_id), None
+            yield encode(DuplicateIdAdded(name, duplicate_id, size)), ("d", name, duplicate_id)
     for seq, page in state.pages.items():
-        yield encode(page.written), ("pw", seq), None
+        yield encode(page.written), ("pw", seq)
         for queue_id in page.completed:
-            yield encode(PageCompleted(queue_id, seq)), ("pc", seq, queue_id), None
+            yield encode(PageCompleted(queue_id, seq)), ("pc", seq, queue_id)
         for queue_id, acks in page.acks.items():
             for message_id, ack in acks.items():
-                yield encode(ack), ("pa", seq, queue_id, message_id), None
+                yield encode(ack), ("pa", seq, queue_id, message_id)
+
+
+def _snapshot(state: LiveState, sources: Sources) -> Iterator[_Item]:
+    for frame, key in entity_items(state):
+        yield frame, key, None
     for message_id, message in state.messages.items():
-        yield _message_frame(message, sources), None, message
+        yield message_frame(message, sources), None, message
         for queue_id, count in (message.counts or {}).items():
             yield encode(DeliveryCountUpdated(queue_id, message_id, count)), None, None
 
 
-def _message_frame(message: LiveMessage, sources: _Sources) -> bytes:
+def message_frame(message: LiveMessage, sources: Sources) -> bytes:
+    """A live message's frame as it stands: copied byte for byte, re-encoded if some of its
+    references died."""
     raw = sources.frame(message.seq, message.offset, message.size)
     if not message.trimmed:
         return raw
@@ -145,14 +153,14 @@ def _message_frame(message: LiveMessage, sources: _Sources) -> bytes:
     return encode(replace(record, queue_ids=tuple(message.refs)))
 
 
-class _Sources:
-    """The old files, memory-mapped on first use so copying a live message is a slice."""
+class Sources:
+    """Segment files, memory-mapped on first use so copying a live message is a slice."""
 
     def __init__(self, paths: dict[int, Path]) -> None:
         self._paths = paths
         self._maps: dict[int, mmap.mmap] = {}
 
-    def __enter__(self) -> _Sources:
+    def __enter__(self) -> Sources:
         return self
 
     def __exit__(self, *_exc: object) -> None:

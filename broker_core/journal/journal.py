@@ -16,12 +16,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from broker_core.journal import compaction
+from broker_core.journal import compaction, replication
 from broker_core.journal.codec import batch_frame, encode, encode_parts
 from broker_core.journal.errors import JournalClosedError, JournalFailedError, JournalFull
 from broker_core.journal.layout import marker_name
 from broker_core.journal.records import Record
 from broker_core.journal.recovery import recover
+from broker_core.journal.replication import ReplicationSnapshot
 from broker_core.journal.state import LiveState, Recovered
 from broker_core.journal.writer import Entry, NoSpace, SegmentWriter, Syncable
 
@@ -73,6 +74,8 @@ class Journal:
         self._next_generation = 1
         self._compactions: list[dict[str, Any]] = []
         self._taps: list[BatchTap] = []
+        self._replication_requests: list[tuple[Callable[[ReplicationSnapshot], None], BatchTap]] = []
+        self._replicating = 0  # snapshots being copied: compaction waits (their files must stay)
         # told (through ``dispatch``) when the writer fails for good, so the owner stops at once rather
         # than at its next append
         self.on_failure: Callable[[BaseException], None] | None = None
@@ -132,6 +135,25 @@ class Journal:
         """`tap(entries)` for every batch written from now on (writer thread; it must not block long)."""
         self._taps.append(tap)
 
+    def start_replication(self, ready: Callable[[ReplicationSnapshot], None], tap: BatchTap) -> None:
+        """Between two batches on the writer thread: roll the active segment, capture the live state, pause
+        compaction, hand the snapshot to `ready` (through dispatch), and `tap` every batch from then on."""
+        with self._lock:
+            self._check_usable()
+            self._replication_requests.append((ready, tap))
+            self._work.notify()
+
+    def stop_replication(self, tap: BatchTap) -> None:
+        """The backup is gone: no more tapping."""
+        with self._lock:
+            if tap in self._taps:
+                self._taps.remove(tap)
+
+    def snapshot_copied(self) -> None:
+        """The snapshot's files were read: compaction may go on (the tap carries on regardless)."""
+        with self._lock:
+            self._replicating = max(0, self._replicating - 1)
+
     # --- appending ---
 
     def append(self, rec: Record, on_durable: Callback | None = None) -> None:
@@ -145,6 +167,7 @@ class Journal:
         on_durable: Callback | None = None,
         syncs: tuple[Syncable, ...] = (),
         on_failed: Callback | None = None,
+        tag: int = 0,
     ) -> None:
         """Queue several records, written contiguously in one segment, with one callback for all; the
         `syncs` (page files) are made durable before the batch is written. If the disk is full, none of
@@ -161,7 +184,7 @@ class Journal:
         if len(records) > 1:  # all or nothing after a crash: an ack never survives without its mirror event
             pieces[0] = batch_frame(sum(sizes))
             lead = len(pieces[0])
-        self._enqueue(Entry(b"".join(pieces), records, tuple(sizes), lead, syncs), on_durable, on_failed)
+        self._enqueue(Entry(b"".join(pieces), records, tuple(sizes), lead, syncs, tag), on_durable, on_failed)
 
     def _enqueue(self, entry: Entry, on_durable: Callback | None, on_failed: Callback | None) -> None:
         with self._lock:
@@ -249,12 +272,18 @@ class Journal:
 
     def _cycle(self) -> bool:
         with self._lock:
-            while not self._pending and not self._stopping and not self._compact_requested:
+            while (
+                not self._pending
+                and not self._stopping
+                and not self._compact_requested
+                and not self._replication_requests
+            ):
                 self._work.wait()
             if not self._pending and self._stopping and not self._compact_requested:
                 return False
             batch, self._pending = self._pending, []
             target, compact_now = self._appended, self._compact_requested
+            requests, self._replication_requests = self._replication_requests, []
         writer = self._writer
         assert writer is not None
         if batch:
@@ -274,7 +303,9 @@ class Journal:
             with self._lock:
                 self._handed = max(self._handed, target)
                 self._progress.notify_all()
-        if compact_now or (writer.rolled and self._worth_compacting()):
+        for ready, tap in requests:  # after this batch, before the next: the tap misses nothing
+            self._begin_replication(ready, tap)
+        if compact_now or (writer.rolled and self._worth_compacting() and not self._replicating):
             self._compact()
         writer.rolled = False
         return True
@@ -294,6 +325,17 @@ class Journal:
             len(failed),
         )
         return [on_failed for _, _, on_failed in failed if on_failed is not None]
+
+    def _begin_replication(self, ready: Callable[[ReplicationSnapshot], None], tap: BatchTap) -> None:
+        writer = self._writer
+        assert writer is not None
+        writer.open_new_segment()  # every live message now lies in a closed file
+        files = {seq: path for seq, path in writer.files.items() if seq != writer.seq}
+        snapshot = replication.capture(self._state, files)
+        with self._lock:
+            self._replicating += 1
+            self._taps.append(tap)
+        self._run_callbacks([lambda: ready(snapshot)])
 
     def _run_callbacks(self, callbacks: list[Callback]) -> None:
         if not callbacks:

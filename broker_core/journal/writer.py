@@ -44,6 +44,7 @@ class Entry:
     sizes: tuple[int, ...]  # frame size of each record
     lead: int  # bytes before the first record's frame (a batch frame)
     syncs: tuple[Syncable, ...]
+    tag: int  # the caller's number for it (the persistence's batch number: HA replication acks by it)
 
     def __init__(
         self,
@@ -52,12 +53,14 @@ class Entry:
         sizes: tuple[int, ...],
         lead: int = 0,
         syncs: tuple[Syncable, ...] = (),
+        tag: int = 0,
     ) -> None:
         self.data = data
         self.records = records
         self.sizes = sizes
         self.lead = lead
         self.syncs = syncs
+        self.tag = tag
 
 
 class SegmentWriter:

@@ -42,3 +42,36 @@ def shared_pair(
         b.config_path.write_text(text)
         brokers.append(b)
     return brokers[0], brokers[1]
+
+
+def replicated_pair(
+    home: Path, connect_string: str, namespace: str, primary_options: str = "", backup_options: str = ""
+) -> tuple[BrokerProcess, BrokerProcess]:
+    """Two brokers, each with its own data directories, replicating through the cluster user, with a
+    ZooKeeper lock manager (a short session: failover takes about session-ms)."""
+    p1, p2 = free_port(), free_port()
+    manager = (
+        "<manager><properties>"
+        f'<property key="connect-string" value="{connect_string}"/>'
+        f'<property key="namespace" value="{namespace}"/>'
+        '<property key="session-ms" value="2000"/>'
+        "</properties></manager>"
+    )
+    cluster = "<cluster-user>cluster</cluster-user><cluster-password>cluster-secret</cluster-password>"
+    brokers = []
+    for name, port, role, other, options in (
+        ("primary", p1, "primary", p2, primary_options),
+        ("backup", p2, "backup", p1, backup_options),
+    ):
+        policy = f"<ha-policy><replication><{role}>{manager}{options}</{role}></replication></ha-policy>"
+        connector = f'<connectors><connector name="partner">tcp://127.0.0.1:{other}</connector></connectors>'
+        brokers.append(
+            BrokerProcess(
+                home / name,
+                name=name,
+                port=port,
+                xml_kwargs={"addresses": ORDERS, "extra": policy + connector + cluster},
+                ready_text="AMQ221007" if role == "primary" else "passive on",
+            )
+        )
+    return brokers[0], brokers[1]

@@ -1,0 +1,343 @@
+"""The replication coordinator: a lock manager decides who is active, a replication stream keeps the
+passive server's copy of the journal (broker_core/ha/: lock_managers.py, replica.py, replication_source.py).
+
+Seed 001 §2.2 with a pluggable lock manager, spec A4's activation sequence:
+- a server activates only while it holds the node id's lock, and only if its journal is up to date:
+  its local activation sequence equals the coordinated one (InSync), or it was cut short by a crash in the
+  middle of its own claim (SelfRepair: the coordinated value is the negated claim of local+1);
+  a coordinated value ahead of it (Stale) never activates;
+- activating, it claims (coordinated -> -(n+1)), writes its local n+1, and commits (coordinated -> n+1);
+- a backup replicates from its primary (the partner connector, as the cluster user); it may take over
+  only once synchronized, when the replication is lost and the lock is free (the primary dead: its
+  session gone) - unless the primary said it stopped cleanly without failover;
+- a primary that finds the lock held (its backup is active) or its journal stale replicates from the
+  active server instead; once synchronized, the active backup steps down (allow-failback) and the
+  primary, now up to date, takes the lock: failback;
+- an active server whose lock is lost (the manager says so, or no longer holds it) stops serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from broker_core.amqp.performatives import ACCEPTED_BYTES, Attach, Source, Target
+from broker_core.config.model import AmqpConnection, Endpoint, HaRole
+from broker_core.ha.lock_managers import LockManager, lock_manager_for
+from broker_core.ha.node_files import read_activation_sequence, write_activation_sequence
+from broker_core.ha.replica import Replica
+from broker_core.ha.replication_source import ReplicationService
+from broker_core.ha.replication_wire import REPLICATION_ADDRESS, ReplicationFormatError
+from broker_core.ha.states import Event
+from broker_core.journal.node_id import load_or_create_node_id
+from connections.outbound import OutboundConnection
+from connections.policies import ConnectError, LinkHost, LinkRole
+
+if TYPE_CHECKING:
+    from broker_core.amqp.connection import Link
+    from broker_core.config.model import BrokerConfig
+
+    from .broker import Broker
+
+log = logging.getLogger("broker.ha")
+
+POLL = 0.1  # seconds between a passive server's looks at the lock (its calls leave the loop)
+WATCH = 0.5  # seconds: an active server checks it still holds its lock (and whether to fail back)
+REPLICA_CREDIT = 100
+
+
+class Controller(Protocol):
+    """What the coordinator needs of its HA controller (amqp_mirror/ha.py)."""
+
+    config: BrokerConfig
+    loop: asyncio.AbstractEventLoop
+    broker: Broker
+    active_elsewhere: tuple[str, int] | None
+
+
+class ReplicationCoordinator:
+    def __init__(self, controller: Controller) -> None:
+        config = controller.config
+        policy = config.ha_policy
+        assert policy.manager is not None  # the configuration refuses replication without one
+        self.controller = controller
+        self.loop = controller.loop
+        self.role = policy.role
+        self.policy = policy
+        self.manager: LockManager = lock_manager_for(policy.manager)
+        self.lock_dir = Path(config.node_manager_lock_directory or config.journal_directory)
+        self.replica = Replica(
+            Path(config.journal_directory),
+            Path(config.paging_directory),
+            self.lock_dir,
+            policy.max_saved_replicated_journals_size,
+            controller.broker.turn.dispatch,
+            config.journal_file_size,
+        )
+        self.poll_every = POLL
+        self.watch_every = WATCH
+        self.client: OutboundConnection | None = None
+        self.service: ReplicationService | None = None
+        self.lost: str | None = None  # why the lock manager says our lock is gone
+        self.primary_back = False  # an active backup: its primary replicates from it, synchronized
+        self.coordinated: int | None = None
+        self._started = False
+
+    # ------------------------------------------------------------------------------- passive
+
+    async def begin(self) -> None:
+        if not self._started:
+            await self._run(self.manager.start)
+            self.manager.on_lost(self._lost_from_any_thread)
+            self._started = True
+        if self.role == HaRole.BACKUP:
+            self._replicate()
+
+    async def poll(self) -> Event | None:
+        node = self._node_id()
+        if node is None:
+            return None  # a backup that has not heard from its primary yet
+        if self.role == HaRole.BACKUP or self.client is not None:
+            replica = self.replica
+            if not replica.synchronized or self._replicating():
+                return None  # the primary is alive and streaming, or we are not up to date yet
+            if replica.primary_stopped == "paused":
+                return Event.PRIMARY_NOT_FAILED  # a clean stop without failover: stay passive
+        if not await self._run(self.manager.try_lock, node):
+            if self.role == HaRole.PRIMARY and self.client is None:
+                log.info(
+                    "AMQ221033: %s finds another server active: replicating from it",
+                    self.controller.config.name,
+                )
+                self._replicate()
+            return None
+        verdict = await self._run(self._verdict, node)
+        if verdict != "stale":
+            return Event.LOCK_ACQUIRED
+        await self._run(self.manager.unlock, node)
+        log.warning(
+            "AMQ222327: %s will not activate: its journal is stale (activation sequence %d, coordinated %s); "
+            "it replicates from the active server first",
+            self.controller.config.name,
+            read_activation_sequence(self.lock_dir),
+            self.coordinated,
+        )
+        if self.client is None:
+            self._replicate()
+        return None
+
+    def _verdict(self, node: str) -> str:
+        """Spec A4's rules: 'in sync', 'self repair' (our own claim was cut short) or 'stale'."""
+        local = read_activation_sequence(self.lock_dir)
+        coordinated = self.coordinated = self.manager.get_sequence(node)
+        if coordinated == local:
+            return "in sync"
+        if coordinated < 0 and -coordinated in (local, local + 1):
+            return "self repair"
+        return "stale"
+
+    async def activating(self) -> None:
+        self._stop_replicating()
+        self.replica.close()
+        node = self._node_id()
+        assert node is not None
+        sequence = await self._run(self._claim, node)
+        log.info("AMQ221029: %s activates with activation sequence %d", self.controller.config.name, sequence)
+
+    def _claim(self, node: str) -> int:
+        """Claim (coordinated -> -(n+1)), then local n+1, then commit (coordinated -> n+1)."""
+        local = read_activation_sequence(self.lock_dir)
+        coordinated = self.manager.get_sequence(node)
+        claim = max(local, -coordinated if coordinated < 0 else coordinated) + 1
+        if coordinated >= 0 and not self.manager.compare_and_set_sequence(node, coordinated, -claim):
+            raise OSError("the activation sequence moved under our claim")
+        write_activation_sequence(self.lock_dir, claim)
+        if not self.manager.compare_and_set_sequence(
+            node, -claim if coordinated >= 0 else coordinated, claim
+        ):
+            raise OSError("the activation sequence moved before our commit")
+        self.coordinated = claim
+        return claim
+
+    # -------------------------------------------------------------------------------- active
+
+    def activated(self, broker: Broker) -> None:
+        self.service = ReplicationService(
+            broker.server,
+            broker.turn.dispatch,
+            self._replica_changed,
+            lambda: read_activation_sequence(self.lock_dir),
+        )
+        broker.services.register_sender(REPLICATION_ADDRESS, self.service)
+
+    def _replica_changed(self, synchronized: bool, role: str) -> None:
+        if role == "primary" and self.role == HaRole.BACKUP and self.policy.allow_failback:
+            self.primary_back = synchronized
+
+    async def watch(self) -> Event | None:
+        node = self._node_id()
+        if self.lost is not None or node is None or not self.manager.holds(node):
+            log.critical(
+                "AMQ222325: %s lost its lock (%s): it stops serving now",
+                self.controller.config.name,
+                self.lost or "the lock manager no longer holds it",
+            )
+            return Event.LOCK_LOST
+        if self.primary_back:
+            return Event.FAILBACK_REQUESTED
+        return None
+
+    def _lost_from_any_thread(self, why: str) -> None:
+        self.loop.call_soon_threadsafe(self._on_lost, why)
+
+    def _on_lost(self, why: str) -> None:
+        self.lost = why
+
+    def stop_failing_over(self) -> None:
+        if self.service is not None:
+            self.service.stopping(failover=True)
+        self._unlock()
+
+    def stop_paused(self) -> None:
+        if self.service is not None:
+            self.service.stopping(failover=False)
+        self._unlock()
+
+    def release(self) -> None:
+        self._stop_replicating()
+        self.replica.close()
+        self._unlock()
+        self.manager.stop()
+
+    def _unlock(self) -> None:
+        node = self._node_id()
+        if node is not None:
+            self.manager.unlock(node)
+
+    def status(self) -> dict[str, object]:
+        service = self.service
+        synchronized = service.synchronized if service is not None else self.replica.synchronized
+        return {
+            "synchronized": synchronized,
+            "activationSequence": read_activation_sequence(self.lock_dir),
+            "coordinatedSequence": self.coordinated,
+            "lockManager": type(self.manager).__name__,
+        }
+
+    # ---------------------------------------------------------------------------- replicating
+
+    def _node_id(self) -> str | None:
+        if self.role == HaRole.PRIMARY and self.client is None:
+            return load_or_create_node_id(Path(self.controller.config.journal_directory))
+        return self.replica.node_id
+
+    def _replicate(self) -> None:
+        """Follow the partner (the active server): its stream into our replica."""
+        if self.client is not None:
+            return
+        config = self.controller.config
+        other = self.controller.active_elsewhere
+        if other is None:
+            log.error("AMQ222328: %s has no partner <connector> to replicate from", config.name)
+            return
+        host, port = other
+        connection = AmqpConnection(
+            name=f"replication:{self.role}:{config.name}",
+            uri=f"tcp://{host}:{port}",
+            endpoints=(Endpoint(host=host, port=port),),
+            user=config.cluster_user,
+            password=config.cluster_password,
+            retry_interval=self.policy.retry_replication_wait,
+        )
+        broker = self.controller.broker
+        self.client = OutboundConnection(
+            broker.server, connection, self.loop, broker.turn, [ReplicaPolicy(self.replica, connection.name)]
+        )
+        self.client.start()
+
+    def _replicating(self) -> bool:
+        return self.client is not None and self.client.connected
+
+    def _stop_replicating(self) -> None:
+        client, self.client = self.client, None
+        if client is not None:
+            client.stop()
+
+    async def _run(self, call: Any, *args: Any) -> Any:
+        """A lock manager call, off the loop (it may wait on the network)."""
+        return await asyncio.get_running_loop().run_in_executor(None, call, *args)
+
+
+class ReplicaPolicy:
+    """The link policy of a replication connection: one receiving link from the primary's stream."""
+
+    def __init__(self, replica: Replica, name: str) -> None:
+        self.replica = replica
+        self.name = name
+        self._pending = 0
+
+    def install(self) -> None:
+        pass
+
+    def attach_all(self, conn: LinkHost) -> None:
+        attach = Attach(
+            name=self.name,
+            role=True,
+            snd_settle_mode=0,
+            rcv_settle_mode=0,
+            source=Source(address=REPLICATION_ADDRESS),
+            target=Target(),
+        )
+        conn.attach(attach, LinkRole(self))
+        self._pending = 1
+
+    def remote_attached(self, conn: LinkHost, link: Link) -> None:
+        self._pending = 0
+        answer = link.remote_attach
+        if answer is None or answer.source is None:
+            raise ConnectError("the primary refused replication (is the cluster user and password right?)")
+        engine = conn.conn
+        if engine is not None:
+            engine.flow(link, credit=REPLICA_CREDIT)
+            conn.mark_dirty()
+
+    def local_queue_added(self, conn: LinkHost, queue: Any) -> None:
+        pass
+
+    def on_delivery(
+        self, conn: LinkHost, link: Link, delivery_id: int, settled: bool, payload: bytes
+    ) -> None:
+        engine, session = conn.conn, link.session
+
+        def applied() -> None:
+            if conn.conn is engine and engine is not None and not link.closed_locally:
+                session.incoming_unsettled.pop(delivery_id, None)
+                engine.settle_incoming(session, delivery_id, delivery_id, ACCEPTED_BYTES)
+                if link.credit <= REPLICA_CREDIT // 2:
+                    engine.flow(link, credit=REPLICA_CREDIT)
+                conn.mark_dirty()
+
+        try:
+            self.replica.apply(payload, applied)
+        except (ReplicationFormatError, OSError, ValueError) as exc:
+            log.error("AMQ222329: replication packet not applied (%s); replicating again from the start", exc)
+            if engine is not None:
+                engine.close("amqp:internal-error", f"replication packet not applied: {exc}")
+                conn.mark_dirty()
+
+    def on_outcome(self, conn: LinkHost, link: Link, context: Any, state: Any) -> None:
+        pass
+
+    def outcomes_done(self, conn: LinkHost) -> None:
+        pass
+
+    def on_flow(self, conn: LinkHost, link: Link) -> None:
+        pass
+
+    def detached_all(self, conn: LinkHost) -> None:
+        self._pending = 0
+
+    def pending(self) -> int:
+        return self._pending
