@@ -1,0 +1,133 @@
+"""HA: failover time, and what a synchronized replica costs, against the real parts (separate processes
+on loopback; replication with a real three-node ZooKeeper ensemble).
+
+    .venv/bin/python bench/ha_bench.py --failover shared-store --rounds 10
+    .venv/bin/python bench/ha_bench.py --failover replication --rounds 10      # session-ms 2000
+    .venv/bin/python bench/ha_bench.py --throughput 30000 --repeat 3           # replicated ÷ lone primary
+
+Failover: from kill -9 of the active primary to the first durable message Accepted by the backup, median
+of `--rounds` fresh pairs. The client tries a connect and a send every `--poll` ms (10) after the kill,
+so the figure includes up to that much of its own waiting and a connection's set-up. Shared store: the
+backup polls the primary lock every 100 ms, then recovers the journal. Replication: the backup takes the
+lock once the primary's ZooKeeper session has expired (session-ms 2000 here; 18000 by default).
+
+Throughput: rhea sends `--throughput` durable 1 KiB messages to a lone primary (no HA) and to a
+replicated primary with its backup synchronized (each confirmation waits for the backup too), in
+alternation, `--repeat` rounds; the ratio is computed round by round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from broker_core import compiled  # noqa: E402
+from connections.cli import Management  # noqa: E402
+from tests.peers.ports import wait_until  # noqa: E402
+from tests.peers.rhea import Rhea  # noqa: E402
+from tests.peers.zookeeper import running_ensemble  # noqa: E402
+from tests.support.broker import BrokerProcess  # noqa: E402
+from tests.support.client import send  # noqa: E402
+from tests.support.ha import ORDERS, replicated_pair, shared_pair  # noqa: E402
+
+
+def synchronized(primary: BrokerProcess) -> bool:
+    with Management(primary.url) as management:
+        return bool(management.call("getHAStatus", [])["synchronized"])
+
+
+def pair(policy: str, home: Path, zk: str, n: int) -> tuple[BrokerProcess, BrokerProcess]:
+    if policy == "shared-store":
+        return shared_pair(home)
+    return replicated_pair(home, zk, f"bench{n}")
+
+
+def failover_round(policy: str, home: Path, zk: str, n: int, backlog: int, poll: float) -> float:
+    primary, backup = pair(policy, home, zk, n)
+    primary.start()
+    backup.start()
+    try:
+        if policy == "replication":
+            wait_until(lambda: synchronized(primary), 60, "the backup to synchronize")
+        if backlog:
+            send(primary.url, "orders", [f"m{i}" for i in range(backlog)])
+        t0 = time.monotonic()
+        primary.kill()
+        while True:
+            try:
+                send(backup.url, "orders", ["after"])
+                return time.monotonic() - t0
+            except Exception:
+                time.sleep(poll)
+    finally:
+        primary.kill()
+        backup.kill()
+
+
+def throughput(home: Path, zk: str, count: int, repeat: int) -> None:
+    lone = BrokerProcess(home / "lone", name="lone", xml_kwargs={"addresses": ORDERS}).start()
+    primary, backup = replicated_pair(home / "pair", zk, "throughput")
+    primary.start()
+    backup.start()
+    wait_until(lambda: synchronized(primary), 60, "the backup to synchronize")
+    ratios, rates = [], {"lone": [], "replicated": []}
+    try:
+        for _ in range(repeat):
+            for name, broker in (("lone", lone), ("replicated", primary)):
+                result = Rhea().send(broker.url, "orders", count, size=1024, durable=True)
+                assert result["accepted"] == count, result
+                rates[name].append(count / float(result["elapsed_s"]))
+            ratios.append(rates["replicated"][-1] / rates["lone"][-1])
+        assert synchronized(primary), "the backup fell out of sync during the run"
+    finally:
+        for b in (lone, primary, backup):
+            b.stop()
+    for name, values in rates.items():
+        print(f"{name:10} {statistics.median(values):9,.0f} msgs/s ({min(values):,.0f}-{max(values):,.0f})")
+    print(f"replicated ÷ lone: {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--failover", choices=["shared-store", "replication"])
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--backlog", type=int, default=1000, help="durable messages the backup must have")
+    parser.add_argument("--poll", type=float, default=0.01, help="the client's retry interval, seconds")
+    parser.add_argument("--throughput", type=int, default=0, help="messages per round of the throughput run")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    print(compiled.status(), flush=True)
+    with tempfile.TemporaryDirectory(prefix="ha-bench-") as tmp, ExitStack() as stack:
+        zk = ""
+        if args.failover == "replication" or args.throughput:
+            zk = stack.enter_context(running_ensemble(Path(tmp) / "zk")).connect_string
+        if args.throughput:
+            throughput(Path(tmp), zk, args.throughput, args.repeat)
+        if args.failover:
+            times = []
+            for i in range(args.rounds):
+                ms = (
+                    failover_round(args.failover, Path(tmp) / f"round{i}", zk, i, args.backlog, args.poll)
+                    * 1000
+                )
+                times.append(ms)
+                print(f"round {i + 1}: {ms:.0f} ms", flush=True)
+            print(
+                f"{args.failover}, kill -9 to the first Accepted on the backup ({args.backlog} messages): "
+                f"median {statistics.median(times):.0f} ms ({min(times):.0f}-{max(times):.0f})"
+            )
+
+
+if __name__ == "__main__":
+    main()
