@@ -13,7 +13,7 @@ import pytest
 from tests.support.broker import REPO, BrokerProcess
 from tests.support.client import send
 
-HA_POLICY = "<ha-policy><replication><primary/></replication></ha-policy>"
+UNIMPLEMENTED = '<broadcast-groups><broadcast-group name="b"/></broadcast-groups>'
 
 # Line numbers matter here: each bad element is on a known line (1-based, the XML declaration is 1).
 BAD_XML = """<?xml version="1.0"?>
@@ -65,10 +65,10 @@ def bad_config(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def ha_config(tmp_path: Path) -> tuple[BrokerProcess, int]:
-    """A broker whose config has an unimplemented `<ha-policy>`, and that element's line."""
-    broker = BrokerProcess(tmp_path / "ha", xml_kwargs={"extra": HA_POLICY})
+    """A broker whose config has an unimplemented `<broadcast-groups>`, and that element's line."""
+    broker = BrokerProcess(tmp_path / "ha", xml_kwargs={"extra": UNIMPLEMENTED})
     broker.write_config()
-    return broker, _line_of(broker.config_path.read_text(), "<ha-policy>")
+    return broker, _line_of(broker.config_path.read_text(), "<broadcast-groups>")
 
 
 # -------------------------------------------------------------------------------------- check-config
@@ -112,12 +112,12 @@ def test_check_config_warns_about_unimplemented_elements_and_strict_refuses(
     broker, line = ha_config
     relaxed = _cli(broker.home, "check-config", str(broker.config_path))
     assert relaxed.returncode == 0, relaxed.stderr
-    assert "ha-policy" in _problem_lines(relaxed.stderr, "broker.xml").get(line, ""), relaxed.stderr
+    assert "broadcast-groups" in _problem_lines(relaxed.stderr, "broker.xml").get(line, ""), relaxed.stderr
     assert "warning" in relaxed.stderr
 
     strict = _cli(broker.home, "check-config", "--strict", str(broker.config_path))
     assert strict.returncode != 0
-    assert "ha-policy" in _problem_lines(strict.stderr, "broker.xml").get(line, ""), strict.stderr
+    assert "broadcast-groups" in _problem_lines(strict.stderr, "broker.xml").get(line, ""), strict.stderr
 
 
 def test_strict_refusal_does_not_say_ignored(ha_config: tuple[BrokerProcess, int]) -> None:
@@ -148,8 +148,8 @@ def test_run_logs_unimplemented_elements_with_their_line_and_serves(
     try:
         log = broker.log()
         warning = _problem_lines(log, "broker.xml").get(line, "")
-        assert "ha-policy" in warning, log
-        assert re.search(rf"WARNING.*broker\.xml:{line}: .*ha-policy", log), log
+        assert "broadcast-groups" in warning, log
+        assert re.search(rf"WARNING.*broker\.xml:{line}: .*broadcast-groups", log), log
         assert send(broker.url, "cli.check", ["served"]) == 1
     finally:
         assert broker.stop() == 0
@@ -160,7 +160,7 @@ def test_run_strict_refuses_unimplemented_elements(ha_config: tuple[BrokerProces
     result = _cli(broker.home, "run", "--strict", "--config", str(broker.config_path))
     assert result.returncode != 0
     output = result.stdout + result.stderr
-    assert "ha-policy" in _problem_lines(output, "broker.xml").get(line, ""), output
+    assert "broadcast-groups" in _problem_lines(output, "broker.xml").get(line, ""), output
     assert "listening on" not in output
 
 

@@ -89,14 +89,12 @@ def test_a_log_level_that_does_not_exist_is_refused(plain: Installation, tmp_pat
 def test_check_config_tells_a_typo_from_a_gap(plain: Installation, tmp_path: Path) -> None:
     config = tmp_path / "etc" / "broker.xml"
     connection = '<amqp-connection uri="tcp://h:1" name="DC2"><mirorr/></amqp-connection>'
-    extra = f"<broker-connections>{connection}</broker-connections><ha-policy/>"
+    extra = f"<broker-connections>{connection}</broker-connections><diverts/>"
     broker_xml(config, "typo", tmp_path / "data", extra=extra)
     checked = plain.run("check-config", "etc/broker.xml", cwd=tmp_path)
     assert checked.returncode == 2, checked.stderr
     assert "unknown element <mirorr> (did you mean <mirror>?)" in checked.stderr
-    assert (
-        "warning: broker.xml:" in checked.stderr and "core/ha-policy: not implemented yet" in checked.stderr
-    )
+    assert "warning: broker.xml:" in checked.stderr and "core/diverts: not implemented yet" in checked.stderr
 
 
 # ------------------------------------------------------------------------------------ the broker
