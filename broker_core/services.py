@@ -7,6 +7,7 @@ and knows no service by name. A service sees the connection only through `Peer`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -75,12 +76,22 @@ class LinkService(Protocol):
 
 
 class OutgoingLink:
-    """The context of a link on which a service sends (the peer receives): told of credit, of its
-    deliveries' outcomes (as the context of each one it sends) and of the link going away."""
+    """The context of a link on which a service sends (the peer receives): whom to tell of credit, of
+    its deliveries' outcomes (each delivery's context, and its state) and of the link going away. (A
+    holder of callbacks rather than a base class: this module is compiled, and an interpreted service
+    may not subclass a compiled class.)"""
 
-    def on_flow(self) -> None: ...
-    def settled(self, delivery: object, state: object) -> None: ...
-    def detached(self) -> None: ...
+    __slots__ = ("detached", "on_flow", "settled")
+
+    def __init__(
+        self,
+        on_flow: Callable[[], None],
+        settled: Callable[[object, object], None],
+        detached: Callable[[], None],
+    ) -> None:
+        self.on_flow = on_flow
+        self.settled = settled
+        self.detached = detached
 
 
 class SenderService(Protocol):

@@ -99,7 +99,7 @@ class ReplicationService:
         if journal is None or not self.server.persistence.enabled:
             raise Unauthorized("nothing to replicate: persistence is disabled")
         feed = self.feed = ReplicaFeed(self, peer, link)
-        link.context = feed
+        link.context = OutgoingLink(feed.send, feed.settled, feed.detached)
         journal.start_replication(feed.snapshot_ready, feed.tap)
         log.info("AMQ221025: replication to backup %s started", peer.name)
         return Attach(
@@ -122,7 +122,7 @@ class ReplicationService:
             self.feed.say_stopping(failover)
 
 
-class ReplicaFeed(OutgoingLink):
+class ReplicaFeed:
     """One backup's link: the snapshot, then the live batches, each as credit allows."""
 
     def __init__(self, service: ReplicationService, peer: Peer, link: Link) -> None:
@@ -229,10 +229,7 @@ class ReplicaFeed(OutgoingLink):
         self._tag += 1
         self.peer.conn.send_delivery(self.link, self._tag.to_bytes(8, "big"), packet, False, _Sent(context))
 
-    # --------------------------------------------------------------------------- OutgoingLink
-
-    def on_flow(self) -> None:
-        self.send()
+    # ------------------------------------------------------------------ the link (OutgoingLink)
 
     def settled(self, delivery: object, state: object) -> None:
         if not isinstance(delivery, _Sent):

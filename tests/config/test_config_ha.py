@@ -59,16 +59,25 @@ def test_a_parameter_where_it_does_not_apply_is_an_error_naming_the_place(write_
     assert any("failover-on-shutdown, wait-for-activation" in e for e in found)
 
 
-def test_colocated_is_refused_and_replication_too_for_now(write_config: WriteConfig) -> None:
+def test_colocated_is_refused_and_replication_needs_a_lock_manager(write_config: WriteConfig) -> None:
     found = errors(write_config, "<ha-policy><shared-store><colocated/></shared-store></ha-policy>")
     assert any("colocated backups are not implemented yet; refused" in e for e in found)
+    found = errors(write_config, "<ha-policy><replication><primary/></replication></ha-policy>")
+    assert any("replication without a <manager> (quorum voting) is not implemented yet" in e for e in found)
     body = (
         "<ha-policy><replication><primary><manager><properties>"
         '<property key="connect-string" value="127.0.0.1:2181"/></properties></manager>'
         "<coordination-id>peers</coordination-id></primary></replication></ha-policy>"
     )
-    found = errors(write_config, body)
-    assert any("replication is not implemented yet; refused" in e for e in found)
+    policy = load(write_config, body)[0].ha_policy
+    assert policy.kind == HaKind.REPLICATION and policy.coordination_id == "peers"
+    assert policy.manager is not None and policy.manager.class_name == ZOOKEEPER_LOCK_MANAGER
+    assert policy.manager.properties == {"connect-string": "127.0.0.1:2181"}
+    assert (policy.initial_replication_sync_timeout, policy.vote_retries, policy.quorum_vote_wait) == (
+        30000,
+        12,
+        30,
+    )
 
 
 def test_a_typo_inside_the_policy_says_did_you_mean(write_config: WriteConfig) -> None:
