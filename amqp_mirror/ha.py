@@ -67,8 +67,15 @@ class Coordinator(Protocol):
     async def watch(self) -> Event | None:
         """Active: LOCK_LOST, FAILBACK_REQUESTED, or None."""
 
-    def stop_failing_over(self) -> None: ...
-    def stop_paused(self) -> None: ...
+    def stopping(self, failover: bool) -> None:
+        """This active server is about to stop: from now on it confirms nothing its partner may lack."""
+
+    def stop_failing_over(self) -> None:
+        """The broker has stopped: let the partner take over."""
+
+    def stop_paused(self) -> None:
+        """About to stop without failover: the partner must stay passive."""
+
     def release(self) -> None: ...
     def status(self) -> dict[str, object]: ...
 
@@ -114,6 +121,9 @@ class SharedStoreCoordinator:
         if self.role == HaRole.BACKUP and self.allow_failback and self.store.failback_requested():
             return Event.FAILBACK_REQUESTED
         return None
+
+    def stopping(self, failover: bool) -> None:
+        pass  # one store: nothing to tell a partner that the lock files do not say
 
     def stop_failing_over(self) -> None:
         self.store.stop_failing_over()
@@ -226,6 +236,7 @@ class HaController:
             self._every(lambda: self.coordinator.watch_every, self.coordinator.watch)
         elif action == Action.STEP_DOWN:
             log.info("AMQ221002: backup %s stepping down: its primary is back (allow-failback)", name)
+            self.coordinator.stopping(failover=True)
             await self._close_broker()
             self.coordinator.stop_failing_over()  # the lock goes to the primary, which waits for it
             if self.policy.restart_backup:
@@ -239,11 +250,13 @@ class HaController:
             await self._halt()
         elif action == Action.STOP_FAILING_OVER:
             log.info("AMQ221008: %s stopping; its backup takes over", name)
+            self.coordinator.stopping(failover=True)
             await self._close_broker()
             self.coordinator.stop_failing_over()
             await self.on(Event.STOPPED)
         elif action == Action.STOP_PAUSED:
             log.info("AMQ221001: %s stopping; its backup stays passive (failover-on-shutdown false)", name)
+            self.coordinator.stopping(failover=False)
             self.coordinator.stop_paused()  # first: the lock, released by the stop, must not look lost
             await self._close_broker()
             await self.on(Event.STOPPED)

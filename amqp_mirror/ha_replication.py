@@ -20,18 +20,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from broker_core.amqp.performatives import ACCEPTED_BYTES, Attach, Source, Target
 from broker_core.config.model import AmqpConnection, Endpoint, HaRole
-from broker_core.ha.lock_managers import LockManager, lock_manager_for
+from broker_core.ha.lock_managers import LockManager, LockManagerError, lock_manager_for
 from broker_core.ha.node_files import read_activation_sequence, write_activation_sequence
 from broker_core.ha.replica import Replica
 from broker_core.ha.replication_source import ReplicationService
 from broker_core.ha.replication_wire import REPLICATION_ADDRESS, ReplicationFormatError
 from broker_core.ha.states import Event
-from broker_core.journal.node_id import load_or_create_node_id
+from broker_core.journal.node_id import adopt_node_id, coordinated_node_id, load_or_create_node_id
 from connections.outbound import OutboundConnection
 from connections.policies import ConnectError, LinkHost, LinkRole
 
@@ -46,6 +48,8 @@ log = logging.getLogger("broker.ha")
 POLL = 0.1  # seconds between a passive server's looks at the lock (its calls leave the loop)
 WATCH = 0.5  # seconds: an active server checks it still holds its lock (and whether to fail back)
 REPLICA_CREDIT = 100
+TICK = 0.1  # seconds between looks at the replication connection's keep-alives and silence
+FENCE_TIMEOUT = 10.0  # seconds to fence off a lost replica before giving up (and stopping)
 
 
 class Controller(Protocol):
@@ -75,7 +79,18 @@ class ReplicationCoordinator:
             policy.max_saved_replicated_journals_size,
             controller.broker.turn.dispatch,
             config.journal_file_size,
+            policy.group_name,
         )
+        if policy.coordination_id is not None and self.role == HaRole.PRIMARY:
+            shared = coordinated_node_id(policy.coordination_id)
+            if adopt_node_id(Path(config.journal_directory), shared):
+                log.info(
+                    "AMQ221037: %s takes the shared node id %s of coordination-id %r; its peers compete "
+                    "with it for activation",
+                    config.name,
+                    shared,
+                    policy.coordination_id,
+                )
         self.poll_every = POLL
         self.watch_every = WATCH
         self.client: OutboundConnection | None = None
@@ -83,6 +98,8 @@ class ReplicationCoordinator:
         self.lost: str | None = None  # why the lock manager says our lock is gone
         self.primary_back = False  # an active backup: its primary replicates from it, synchronized
         self.coordinated: int | None = None
+        self.fence_timeout = FENCE_TIMEOUT
+        self._fencing: asyncio.Task[None] | None = None
         self._started = False
 
     # ------------------------------------------------------------------------------- passive
@@ -146,10 +163,17 @@ class ReplicationCoordinator:
         sequence = await self._run(self._claim, node)
         log.info("AMQ221029: %s activates with activation sequence %d", self.controller.config.name, sequence)
 
-    def _claim(self, node: str) -> int:
-        """Claim (coordinated -> -(n+1)), then local n+1, then commit (coordinated -> n+1)."""
+    def _claim(self, node: str, in_sync: bool = False) -> int:
+        """Claim (coordinated -> -(n+1)), then local n+1, then commit (coordinated -> n+1).
+
+        `in_sync`: an active server fencing off its lost replica: it must still hold the lock (asked of
+        the lock manager, not remembered) and the coordinated sequence must still be its own."""
         local = read_activation_sequence(self.lock_dir)
+        if in_sync and not self.manager.confirm(node):
+            raise LockManagerError("the lock manager says the lock is no longer ours")
         coordinated = self.manager.get_sequence(node)
+        if in_sync and coordinated != local:
+            raise LockManagerError(f"the activation sequence moved to {coordinated} (ours {local})")
         claim = max(local, -coordinated if coordinated < 0 else coordinated) + 1
         if coordinated >= 0 and not self.manager.compare_and_set_sequence(node, coordinated, -claim):
             raise OSError("the activation sequence moved under our claim")
@@ -169,8 +193,36 @@ class ReplicationCoordinator:
             broker.turn.dispatch,
             self._replica_changed,
             lambda: read_activation_sequence(self.lock_dir),
+            self._fence,
+            self.policy.initial_replication_sync_timeout,
+            self.policy.group_name,
         )
         broker.services.register_sender(REPLICATION_ADDRESS, self.service)
+
+    def _fence(self, done: Callable[[bool], None]) -> None:
+        """A synchronized replica is gone: move the activation sequence on while we still hold the lock
+        (its copy is stale from then on: it never activates with it). Only then do the confirmations
+        held for it go out. If we cannot (the lock is no longer ours: it may have activated), we stop."""
+
+        async def fence() -> None:
+            node = self._node_id()
+            try:
+                if node is None:
+                    raise LockManagerError("no node id")
+                sequence = await asyncio.wait_for(self._run(self._claim, node, True), self.fence_timeout)
+            except Exception as exc:  # the lock manager's, a timeout, a moved sequence: all say stop
+                why = str(exc) or type(exc).__name__
+                self.lost = f"the lost replica could not be fenced off: {why}"
+                done(False)
+                return
+            log.info(
+                "AMQ221036: %s moved its activation sequence to %d: the lost replica's copy is stale",
+                self.controller.config.name,
+                sequence,
+            )
+            done(True)
+
+        self._fencing = self.loop.create_task(fence())
 
     def _replica_changed(self, synchronized: bool, role: str) -> None:
         if role == "primary" and self.role == HaRole.BACKUP and self.policy.allow_failback:
@@ -195,14 +247,14 @@ class ReplicationCoordinator:
     def _on_lost(self, why: str) -> None:
         self.lost = why
 
-    def stop_failing_over(self) -> None:
+    def stopping(self, failover: bool) -> None:
         if self.service is not None:
-            self.service.stopping(failover=True)
+            self.service.stopping(failover)
+
+    def stop_failing_over(self) -> None:
         self._unlock()
 
     def stop_paused(self) -> None:
-        if self.service is not None:
-            self.service.stopping(failover=False)
         self._unlock()
 
     def release(self) -> None:
@@ -243,6 +295,7 @@ class ReplicationCoordinator:
             log.error("AMQ222328: %s has no partner <connector> to replicate from", config.name)
             return
         host, port = other
+        cluster = config.cluster_connection()
         connection = AmqpConnection(
             name=f"replication:{self.role}:{config.name}",
             uri=f"tcp://{host}:{port}",
@@ -250,12 +303,22 @@ class ReplicationCoordinator:
             user=config.cluster_user,
             password=config.cluster_password,
             retry_interval=self.policy.retry_replication_wait,
+            idle_timeout=cluster.connection_ttl if cluster is not None else 60000,
         )
         broker = self.controller.broker
         self.client = OutboundConnection(
             broker.server, connection, self.loop, broker.turn, [ReplicaPolicy(self.replica, connection.name)]
         )
         self.client.start()
+        self._tick()
+
+    def _tick(self) -> None:
+        """The replication connection's clock: keep-alives out, and a silent partner noticed within
+        connection-ttl (no broker-connection manager ticks this one)."""
+        client = self.client
+        if client is not None:
+            client.tick(time.monotonic())
+            self.loop.call_later(TICK, self._tick)
 
     def _replicating(self) -> bool:
         return self.client is not None and self.client.connected

@@ -200,7 +200,7 @@ class OutboundConnection:
             server=False,
             container_id=self.server.node_id,
             open_properties=props,
-            idle_timeout_ms=60000,
+            idle_timeout_ms=self.config.idle_timeout,
             hostname=self.endpoints[self.machine.current].host,
         )
         self.conn.last_received = time.monotonic()

@@ -48,6 +48,12 @@ def derive(xsd: bytes) -> dict[str, dict[str, list[str]]]:
     root = etree.fromstring(xsd)
     types = {t.get("name"): t for t in root.findall(f"{XS}complexType")}
     tops = {e.get("name"): e for e in root.findall(f"{XS}element")}
+    # an abstract element stands for the elements of its substitution group (discovery-type is
+    # <static-connectors> or <discovery-group-ref>)
+    substitutes: dict[str, list[str]] = defaultdict(list)
+    for name, element in tops.items():
+        if element.get("substitutionGroup"):
+            substitutes[_local(element.get("substitutionGroup"))].append(name)
     children: dict[str, set[str]] = defaultdict(set)
     attributes: dict[str, set[str]] = defaultdict(set)
 
@@ -73,11 +79,12 @@ def derive(xsd: bytes) -> dict[str, dict[str, list[str]]]:
                 if base is not None:
                     scan(owner, base, seen)
             else:
-                child = node.get("name") or _local(node.get("ref"))
-                children[owner].add(child)
-                definition = tops.get(child) if node.get("ref") else node
-                for child_body in body_of(definition) if definition is not None else []:
-                    scan(child, child_body, set())
+                named = node.get("name") or _local(node.get("ref"))
+                for child in substitutes.get(named, [named]):
+                    children[owner].add(child)
+                    definition = tops.get(child) if node.get("ref") else node
+                    for child_body in body_of(definition) if definition is not None else []:
+                        scan(child, child_body, set())
 
     for name, element in tops.items():
         for body in body_of(element):

@@ -62,6 +62,7 @@ RECEIVER = True
 
 _DESC_TRANSFER = b"\x00\x53\x14"
 _DESC_DISPOSITION = b"\x00\x53\x15"
+_NEVER = 1 << 62  # an idle timeout that is not set
 
 
 class Handler(SessionHandler, Protocol):
@@ -454,8 +455,11 @@ class Connection:
         if self._phase != Phase.FRAMES:
             return None
         deadline = None
-        if self.remote_idle_timeout_ms:
-            interval = self.remote_idle_timeout_ms / 2000.0
+        # keep-alives at half the shorter idle timeout of the two sides: the peer may hold us to the
+        # timeout we announced (a primary holds its replicating backup to it)
+        idle = min(self.remote_idle_timeout_ms or _NEVER, self.idle_timeout_ms or _NEVER)
+        if idle < _NEVER:
+            interval = idle / 2000.0
             if now - self.last_sent >= interval:
                 self._out.append(EMPTY_FRAME)
                 self.last_sent = now

@@ -1,11 +1,13 @@
-"""`<ha-policy>` and `<connectors>`: high availability as the seeds define it (docs/ha.md).
+"""`<ha-policy>`, `<connectors>` and `<cluster-connections>`: high availability as the seeds define it.
 
 `<ha-policy>` holds one of `<primary-only>`, `<shared-store>` or `<replication>`; the last two hold one
 `<primary>` or `<backup>`. Each parameter is allowed only where the seed allows it (a `coordination-id`
 in a shared-store backup is an error naming where it belongs). The older names (`<live-only>`,
 `<master>`, `<slave>`, `check-for-live-server`) are read with a deprecation warning. `<colocated>` is
 refused: colocated backups come in an issue of their own; `<replication>` needs a `<manager>` (quorum
-voting, which would decide without one, is not implemented yet).
+voting, which would decide without one, is not implemented yet). A `<cluster-connection>` is read for
+what a pair needs of it (its static connectors: where the partner is; connection-ttl: how soon a silent
+partner counts as gone); its clustering elements are warned about and ignored.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from broker_core.config.model import Connector, HaKind, HaPolicy, HaRole, LockManager
+from broker_core.config.model import ClusterConnection, Connector, HaKind, HaPolicy, HaRole, LockManager
 from broker_core.config.uri import parse_acceptor_uri
 from broker_core.config.values import parse_bool, parse_int
 from broker_core.config.xmlread import Element, Reader, local_name
@@ -211,3 +213,73 @@ def parse_connectors(reader: Reader, section: Element) -> tuple[Connector, ...]:
             continue
         connectors[name] = Connector(name=name, uri=uri, host=parsed.host, port=parsed.port)
     return tuple(connectors.values())
+
+
+# the children of a <cluster-connection> read here; the others are about clustering queues, not HA
+_CLUSTER_TIMES: dict[str, Callable[[str], int]] = {
+    "connection-ttl": lambda t: parse_int(t, minimum=1),
+    "check-period": lambda t: parse_int(t, minimum=1),
+    "retry-interval": lambda t: parse_int(t, minimum=1),
+    "reconnect-attempts": lambda t: parse_int(t, minimum=-1),
+}
+
+
+def parse_cluster_connections(reader: Reader, section: Element) -> tuple[ClusterConnection, ...]:
+    reader.check_attributes(section, set())
+    clusters: dict[str, ClusterConnection] = {}
+    for element in reader.children(section):
+        if local_name(element) != "cluster-connection":
+            reader.ignore(element)  # <cluster-connection-uri>: not read here
+            continue
+        reader.check_attributes(element, {"name"})
+        name = reader.attr(element, "name", required=True)
+        values: dict[str, Any] = {}
+        for child in reader.children(element):
+            child_name = local_name(child)
+            if child_name == "connector-ref":
+                values["connector_ref"] = reader.text(child)
+            elif child_name == "static-connectors":
+                reader.check_attributes(child, {"allow-direct-connections-only"})
+                refs = []
+                for ref in reader.children(child):
+                    if local_name(ref) != "connector-ref":
+                        reader.ignore(ref)
+                    elif text := reader.text(ref):
+                        refs.append(text)
+                values["static_connectors"] = tuple(refs)
+            elif child_name in _CLUSTER_TIMES:
+                value = reader.convert(child, reader.text(child), _CLUSTER_TIMES[child_name])
+                if value is not None:
+                    values[child_name.replace("-", "_")] = value
+            else:
+                reader.warning(
+                    child,
+                    "clustering queues across brokers is not implemented; ignored",
+                    "connector-ref, static-connectors, connection-ttl, check-period, retry-interval, "
+                    "reconnect-attempts (what a replicated pair uses)",
+                )
+        if name is None:
+            continue
+        if name in clusters:
+            reader.error(element, f"duplicate cluster-connection name {name!r}", "a unique name", "name")
+            continue
+        clusters[name] = ClusterConnection(name=name, **values)
+    return tuple(clusters.values())
+
+
+def check_connector_refs(reader: Reader, core: Element, connectors: tuple[Connector, ...]) -> None:
+    """Every connector a cluster connection names must be a `<connector>`."""
+    known = {connector.name for connector in connectors}
+    for section in reader.children(core):
+        if local_name(section) != "cluster-connections":
+            continue
+        for ref in section.iter():
+            if not isinstance(ref.tag, str) or local_name(ref) != "connector-ref":
+                continue
+            text = (ref.text or "").strip()
+            if text and text not in known:
+                reader.error(
+                    ref,
+                    f"no <connector> named {text!r}",
+                    f"one of the <connectors>: {', '.join(sorted(known)) or 'none defined'}",
+                )

@@ -294,6 +294,7 @@ class AmqpConnection(Frozen):
     password: str | None = None
     retry_interval: int = 5000
     reconnect_attempts: int = -1  # -1: retry forever
+    idle_timeout: int = 60000  # ms without a frame from the peer before the connection counts as dead
     auto_start: bool = True
     mirrors: tuple[MirrorSettings, ...] = ()
     links: tuple[LinkSettings, ...] = ()
@@ -359,6 +360,20 @@ class Connector(Frozen):
     port: int
 
 
+class ClusterConnection(Frozen):
+    """`<cluster-connection>`: how the servers of a replicated pair find each other (its static
+    connectors) and how long a silent connection between them lives. Clustering queues across brokers
+    (message load balancing, max hops) is not implemented; those elements are read and ignored."""
+
+    name: str
+    connector_ref: str | None = None  # our own connector, as the others reach us
+    static_connectors: tuple[str, ...] = ()
+    connection_ttl: int = 60000  # ms without a frame before the connection counts as dead
+    check_period: int = 30000  # read; over AMQP each side sends keep-alives at half the other's TTL
+    retry_interval: int = 500
+    reconnect_attempts: int = -1
+
+
 # ---------------------------------------------------------------- the broker
 
 
@@ -421,6 +436,7 @@ class BrokerConfig(Frozen):
     cluster_password: str | None = None
     ha_policy: HaPolicy = HaPolicy()
     connectors: tuple[Connector, ...] = ()
+    cluster_connections: tuple[ClusterConnection, ...] = ()
     acceptors: tuple[Acceptor, ...] = ()
     addresses: tuple[AddressConfig, ...] = ()
     address_settings: tuple[AddressSettingEntry, ...] = ()
@@ -430,12 +446,26 @@ class BrokerConfig(Frozen):
     roles: dict[str, frozenset[str]] = {}  # role -> user names
 
     def ha_partners(self) -> tuple[Connector, ...]:
-        """Under an HA policy, the other servers of the pair: the `<connector>`s that are not one of our
-        own acceptors (clients are told of them, and a passive server sends clients there)."""
+        """Under an HA policy, the other servers of the pair (clients are told of them, a passive server
+        sends clients there, a backup replicates from them): the static connectors of the cluster
+        connection (the one `cluster-name` names, or the first), else every `<connector>` that is not
+        one of our own acceptors."""
         if self.ha_policy.kind == HaKind.PRIMARY_ONLY:
             return ()
         own = {(a.host, a.port) for a in self.acceptors}
+        cluster = self.cluster_connection()
+        if cluster is not None and cluster.static_connectors:
+            by_name = {c.name: c for c in self.connectors}
+            named = (by_name[name] for name in cluster.static_connectors if name in by_name)
+            return tuple(c for c in named if (c.host, c.port) not in own)
         return tuple(c for c in self.connectors if (c.host, c.port) not in own)
+
+    def cluster_connection(self) -> ClusterConnection | None:
+        wanted = self.ha_policy.cluster_name
+        for cluster in self.cluster_connections:
+            if wanted is None or cluster.name == wanted:
+                return cluster
+        return None
 
     def address_settings_for(self, address: str) -> AddressSettings:
         """Merge every matching `<address-setting>`: per field, the most specific entry that sets it wins.

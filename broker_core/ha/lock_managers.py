@@ -55,7 +55,11 @@ class LockManager(Protocol):
 
     def unlock(self, node_id: str) -> None: ...
 
-    def holds(self, node_id: str) -> bool: ...
+    def holds(self, node_id: str) -> bool:
+        """Whether we hold the lock, as far as we know here (no network)."""
+
+    def confirm(self, node_id: str) -> bool:
+        """Whether we hold the lock, asked of the lock manager itself (may block on the network)."""
 
     def get_sequence(self, node_id: str) -> int: ...
 
@@ -110,6 +114,9 @@ class FileLockManager:
 
     def holds(self, node_id: str) -> bool:
         return node_id in self._fds
+
+    def confirm(self, node_id: str) -> bool:
+        return self.holds(node_id)  # an OFD lock goes only with its open file description
 
     def get_sequence(self, node_id: str) -> int:
         path = self.folder / f"{node_id}.sequence"
@@ -218,6 +225,17 @@ class ZooKeeperLockManager:
     def holds(self, node_id: str) -> bool:
         lock = self._locks.get(node_id)
         return bool(lock is not None and lock.is_acquired and self._suspended_at is None)
+
+    def confirm(self, node_id: str) -> bool:
+        """Our lock's node is still on the servers, owned by our current session: a session that expired
+        while we were paused took the node with it, even if kazoo has connected a new one since."""
+        lock = self._locks.get(node_id)
+        if lock is None or not lock.is_acquired or lock.node is None:
+            return False
+        client = self._connected()
+        client.sync(lock.path)
+        stat = client.exists(f"{lock.path}/{lock.node}")
+        return bool(stat is not None and stat.ephemeralOwner == client.client_id[0])
 
     def get_sequence(self, node_id: str) -> int:
         client = self._connected()

@@ -19,9 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from broker_core.journal.files import write_atomically
 from broker_core.journal.journal import Journal
-from broker_core.journal.node_id import NODE_ID_FILE
+from broker_core.journal.node_id import adopt_node_id
 from broker_core.journal.records import PageRemoved, Record
 from broker_core.journal.recovery import decode_frame
 from broker_core.journal.segment import FrameScanner
@@ -45,6 +44,7 @@ class Replica:
         keep_old: int,
         dispatch: Callable[[Callback], None],
         segment_size: int,
+        group_name: str | None = None,
     ) -> None:
         self.journal_dir = Path(journal_dir)
         self.paging_dir = Path(paging_dir)
@@ -52,6 +52,7 @@ class Replica:
         self.keep_old = keep_old
         self.dispatch = dispatch
         self.segment_size = segment_size
+        self.group_name = group_name  # replicate only from a primary of this group-name, when both say
         self.journal: Journal | None = None
         self.node_id: str | None = None
         self.activation_sequence = 0
@@ -85,6 +86,11 @@ class Replica:
             self._append(records, lambda: self._remove_pages(gone, done))
 
     def _begin(self, hello: dict[str, Any]) -> None:
+        theirs = hello.get("groupName")
+        if self.group_name is not None and theirs is not None and theirs != self.group_name:
+            raise wire.ReplicationFormatError(
+                f"primary {hello.get('name')} is in group-name {theirs!r}, this server in {self.group_name!r}"
+            )
         self.close()
         self.synchronized = False
         self.primary_stopped = None
@@ -94,7 +100,7 @@ class Replica:
         self.primary = str(hello.get("name", ""))
         self.journal_dir.mkdir(parents=True, exist_ok=True)
         self.paging_dir.mkdir(parents=True, exist_ok=True)
-        write_atomically(self.journal_dir / NODE_ID_FILE, (self.node_id + "\n").encode("ascii"))
+        adopt_node_id(self.journal_dir, self.node_id)
         journal = Journal(
             self.journal_dir, segment_size=self.segment_size, fsync=False, dispatch=self.dispatch
         )

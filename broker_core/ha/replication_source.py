@@ -12,11 +12,16 @@ from `REPLICATION_ADDRESS`; the primary then
    Accepted) also waits for the backup to have the batch it is in (the barrier), as Artemis's
    `OperationContext` waits for the replication response;
 4. streams each tapped batch (`live`, with the page bytes it commits) in order.
-A backup that goes away releases the barrier: the primary goes on alone, and says so.
+A synchronized backup that goes away could be about to activate (this server paused, its lock lost), so
+the confirmations waiting at the barrier stay held until the coordinator has *fenced* it: moved the
+activation sequence on while still holding the lock, which leaves the backup's copy stale for ever. Then
+they go out and the primary goes on alone; if the fence fails, they never go out and the server stops.
+An unsynchronized backup could not have activated: its going releases nothing, as nothing waited for it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -57,6 +62,10 @@ class ReplicationBarrier:
         self._waiting.append((self.server.persistence.flushes + 1, release))
         return True
 
+    @property
+    def pending(self) -> int:
+        return len(self._waiting)
+
     def covered(self, tag: int) -> None:
         """The backup has every batch up to `tag`."""
         waiting = self._waiting
@@ -78,12 +87,19 @@ class ReplicationService:
         post: Callable[[Callback], None],
         on_change: Callable[[bool, str], None],
         activation_sequence: Callable[[], int],
+        fence: Callable[[Callable[[bool], None]], None],
+        sync_timeout_ms: int,
+        group_name: str | None = None,
     ) -> None:
         self.server = server
         self.post = post  # run on the loop, from the journal's writer thread
         self.on_change = on_change  # (synchronized, the replica's role): a replica synchronized, or lost
         self.activation_sequence = activation_sequence
+        self.fence = fence  # fence(done): make a lost synchronized backup stale, then done(ok)
+        self.sync_timeout = sync_timeout_ms / 1000  # initial-replication-sync-timeout
+        self.group_name = group_name
         self.feed: ReplicaFeed | None = None
+        self.closing = False  # stopping cleanly: a replica that goes now is not fenced off
 
     @property
     def synchronized(self) -> bool:
@@ -98,6 +114,9 @@ class ReplicationService:
         journal = self.server.journal
         if journal is None or not self.server.persistence.enabled:
             raise Unauthorized("nothing to replicate: persistence is disabled")
+        conn = peer.conn
+        if conn.remote_idle_timeout_ms:
+            conn.idle_timeout_ms = conn.remote_idle_timeout_ms  # its connection-ttl: a silent backup is gone
         feed = self.feed = ReplicaFeed(self, peer, link)
         link.context = OutgoingLink(feed.send, feed.settled, feed.detached)
         journal.start_replication(feed.snapshot_ready, feed.tap)
@@ -117,7 +136,9 @@ class ReplicationService:
             self.feed = None
 
     def stopping(self, failover: bool) -> None:
-        """This server stops cleanly: tell the backup whether to take over, before the connection goes."""
+        """This server stops cleanly: tell the backup whether to take over, before the connection goes.
+        What waits at the barrier now waits for good (the connections close before it could be sent)."""
+        self.closing = True
         if self.feed is not None:
             self.feed.say_stopping(failover)
 
@@ -142,6 +163,7 @@ class ReplicaFeed:
         self._paging = Path(self.server.config.paging_directory)
         self._tag = 0
         self._closed = False
+        self._sync_timer: asyncio.TimerHandle | None = None
 
     # ------------------------------------------------------------------- journal (writer thread)
 
@@ -184,8 +206,9 @@ class ReplicaFeed:
         self.send()
 
     def _sync_packets(self, snapshot: ReplicationSnapshot) -> Iterator[tuple[object, bytes]]:
-        server = self.server
-        yield "sync", wire.hello(server.node_id, self.service.activation_sequence(), server.name)
+        server, service = self.server, self.service
+        hello = wire.hello(server.node_id, service.activation_sequence(), server.name, service.group_name)
+        yield "sync", hello
         for frames in snapshot.frames(SNAPSHOT_CHUNK):
             yield "sync", wire.message(wire.SNAPSHOT, frames)
         self._copied = True
@@ -226,6 +249,10 @@ class ReplicaFeed:
         self.peer.write_out()
 
     def _deliver(self, packet: bytes, context: Any) -> None:
+        if context == "synchronized":
+            self._sync_timer = asyncio.get_running_loop().call_later(
+                self.service.sync_timeout, self._sync_timed_out
+            )
         self._tag += 1
         self.peer.conn.send_delivery(self.link, self._tag.to_bytes(8, "big"), packet, False, _Sent(context))
 
@@ -240,6 +267,8 @@ class ReplicaFeed:
             return
         what = delivery.context
         if what == "synchronized" and not self.synchronized:
+            if self._sync_timer is not None:
+                self._sync_timer.cancel()
             self.synchronized = True
             self.server.persistence.add_barrier(self.barrier)
             log.info(
@@ -255,26 +284,54 @@ class ReplicaFeed:
     def detached(self) -> None:
         self._end("the backup went away")
 
+    def _sync_timed_out(self) -> None:
+        self._end(
+            f"the backup did not confirm the end of the initial synchronization within "
+            f"{self.service.sync_timeout * 1000:.0f} ms (initial-replication-sync-timeout)"
+        )
+        if not self.peer.conn.closed:
+            self.peer.conn.fail("amqp:resource-limit-exceeded", "initial replication sync timeout")
+            self.peer.write_out()
+
     def _end(self, why: str) -> None:
         if self._closed:
             return
         self._closed = True
+        if self._sync_timer is not None:
+            self._sync_timer.cancel()
         server = self.server
         journal = server.journal
         if journal is not None:
             journal.stop_replication(self.tap)
             if not self._copied:
                 journal.snapshot_copied()
-        server.persistence.remove_barrier(self.barrier)
-        self.barrier.release_all()
         was = self.synchronized
         self.synchronized = False
         self.service.ended(self)
-        log.warning(
-            "AMQ222092: replication to backup %s stopped: %s; this server goes on alone", self.peer.name, why
-        )
+        log.warning("AMQ222092: replication to backup %s stopped: %s", self.peer.name, why)
+        if self.service.closing:
+            return  # this server stops: its clients' confirmations in doubt, the replica free to take over
         if was:
+            self.service.fence(self._fenced)  # the confirmations at the barrier wait for the fence
             self.service.on_change(False, self.role)
+        else:
+            self._release()
+
+    def _fenced(self, ok: bool) -> None:
+        if ok:
+            log.info("AMQ221035: backup %s fenced off; this server goes on alone", self.peer.name)
+            self._release()
+        else:
+            log.critical(
+                "AMQ222330: backup %s may have activated (it could not be fenced off): %d confirmation(s) "
+                "held back for good; this server stops",
+                self.peer.name,
+                self.barrier.pending,
+            )
+
+    def _release(self) -> None:
+        self.server.persistence.remove_barrier(self.barrier)
+        self.barrier.release_all()
 
 
 class _Sent:

@@ -50,11 +50,11 @@ def message(kind: int, body: bytes) -> bytes:
     return _DATA + struct.pack(">I", len(payload)) + payload
 
 
-def hello(node_id: str, activation_sequence: int, name: str) -> bytes:
-    return message(
-        HELLO,
-        json.dumps({"nodeId": node_id, "activationSequence": activation_sequence, "name": name}).encode(),
-    )
+def hello(node_id: str, activation_sequence: int, name: str, group_name: str | None) -> bytes:
+    fields = {"nodeId": node_id, "activationSequence": activation_sequence, "name": name}
+    if group_name is not None:
+        fields["groupName"] = group_name
+    return message(HELLO, json.dumps(fields).encode())
 
 
 def page(chunk: PageChunk) -> bytes:

@@ -29,3 +29,23 @@ def load_or_create_node_id(directory: Path) -> str:
     node_id = str(uuid.uuid4())
     write_atomically(path, (node_id + "\n").encode("ascii"))
     return node_id
+
+
+def coordinated_node_id(coordination_id: str) -> str:
+    """The node id every peer sharing `coordination-id` uses (seed 001 §2.2.4): Artemis's normalization
+    of the string (at most 16 characters, an even number, '-' read as '.'), named as a UUID."""
+    text = coordination_id[:16] if len(coordination_id) >= 16 else coordination_id
+    if len(text) % 2:
+        text += "+"
+    return str(uuid.uuid5(uuid.NAMESPACE_OID, "coordination-id:" + text.replace("-", ".")))
+
+
+def adopt_node_id(directory: Path, node_id: str) -> bool:
+    """Make `node_id` this data directory's; whether it changed."""
+    directory = Path(directory)
+    path = directory / NODE_ID_FILE
+    if path.exists() and path.read_text(encoding="ascii").strip() == node_id:
+        return False
+    directory.mkdir(parents=True, exist_ok=True)
+    write_atomically(path, (node_id + "\n").encode("ascii"))
+    return True

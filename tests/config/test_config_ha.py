@@ -101,3 +101,50 @@ def test_connectors_and_lock_settings(write_config: WriteConfig) -> None:
         and config.node_manager_lock_directory.name == "locks"
     )
     assert ZOOKEEPER_LOCK_MANAGER.endswith("CuratorDistributedLockManager")
+
+
+PAIR = (
+    '<connectors><connector name="self">tcp://127.0.0.1:61616</connector>'
+    '<connector name="dc1-b">tcp://10.0.0.2:61616</connector>'
+    '<connector name="dc2">tcp://10.0.1.1:61616</connector></connectors>'
+    '<acceptors><acceptor name="amqp">tcp://127.0.0.1:61616?protocols=AMQP</acceptor></acceptors>'
+    "<ha-policy><shared-store><primary/></shared-store></ha-policy>"
+)
+
+
+def test_a_cluster_connection_names_the_partner_and_its_ttl(write_config: WriteConfig) -> None:
+    body = PAIR + (
+        '<cluster-connections><cluster-connection name="pair"><connector-ref>self</connector-ref>'
+        "<connection-ttl>3000</connection-ttl><retry-interval>100</retry-interval>"
+        "<static-connectors><connector-ref>dc1-b</connector-ref></static-connectors>"
+        "</cluster-connection></cluster-connections>"
+    )
+    config, warnings = load(write_config, body)
+    cluster = config.cluster_connection()
+    assert cluster is not None
+    assert (cluster.name, cluster.connector_ref, cluster.static_connectors) == ("pair", "self", ("dc1-b",))
+    assert (cluster.connection_ttl, cluster.check_period, cluster.retry_interval) == (3000, 30000, 100)
+    assert [c.name for c in config.ha_partners()] == ["dc1-b"]  # not dc2, a connector for something else
+    assert warnings == []
+    # without one, every connector that is not one of our acceptors is a partner
+    assert [c.name for c in load(write_config, PAIR)[0].ha_partners()] == ["dc1-b", "dc2"]
+
+
+def test_a_cluster_connection_naming_no_connector_is_an_error_and_clustering_is_warned(
+    write_config: WriteConfig,
+) -> None:
+    body = PAIR + (
+        '<cluster-connections><cluster-connection name="pair">'
+        "<connector-ref>self</connector-ref><message-load-balancing>ON_DEMAND</message-load-balancing>"
+        "<static-connectors><connector-ref>dc1-c</connector-ref></static-connectors>"
+        "</cluster-connection></cluster-connections>"
+    )
+    problems = errors(write_config, body)
+    assert len(problems) == 1
+    assert "connector-ref" in problems[0] and "no <connector> named 'dc1-c'" in problems[0]
+    assert "dc1-b, dc2, self" in problems[0]
+    fixed = body.replace("dc1-c", "dc1-b")
+    _, warnings = load(write_config, fixed)
+    assert [("message-load-balancing" in str(w), "not implemented" in str(w)) for w in warnings] == [
+        (True, True)
+    ]

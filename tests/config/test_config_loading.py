@@ -105,7 +105,7 @@ def test_every_unimplemented_element_warns_once_with_its_line(tmp_path: Path) ->
     _, warnings = load_config(tmp_path / "broker.xml")
     assert [str(w) for w in warnings] == [
         f"broker.xml:5: core/broadcast-groups: {NOT_YET}",
-        f"broker.xml:8: core/cluster-connections: {NOT_YET}",
+        f"broker.xml:8: core/bridges: {NOT_YET}",
         f"broker.xml:11: core/diverts: {NOT_YET}",
         f"broker.xml:12: core/resource-limit-settings: {NOT_YET}",
     ]

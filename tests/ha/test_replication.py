@@ -3,16 +3,21 @@ loopback), one broker process each with its own data directories (spec A1's R an
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 from pathlib import Path
 
 from proton import Message
 
+from broker_core.journal.node_id import coordinated_node_id
 from connections.cli import Management
-from connections.failover import FailoverConnection
+from connections.failover import FailoverConnection, InDoubtError
+from tests.ha.test_shared_store import stays
 from tests.peers.ports import wait_until
 from tests.peers.zookeeper import Ensemble
 from tests.support.broker import BrokerProcess
-from tests.support.client import receive
+from tests.support.client import receive, send
 from tests.support.ha import replicated_pair
 
 FAST = "initialReconnectDelay=10&maxReconnectDelay=200&randomize=false"
@@ -109,3 +114,131 @@ def test_a_clean_stop_keeps_the_backup_passive_and_force_failover_hands_over(
     wait_until(lambda: "AMQ221010" in backup.log(), 30, "the backup to take over")
     assert primary.proc is not None and primary.proc.wait(timeout=10) == 0
     backup.stop()
+
+
+def pair_uri(primary: BrokerProcess, backup: BrokerProcess) -> str:
+    """The failover client notices a silent (paused) server within a second."""
+    nested = "amqp.idleTimeout=1000&transport.connectTimeout=1000"
+    return f"failover:({primary.url}?{nested},{backup.url}?{nested})?{FAST}"
+
+
+def send_exactly_once(conn: FailoverConnection, bodies: range, sent: list[int], stop: threading.Event) -> int:
+    """Seed 001 §5: each message with a unique `_AMQ_DUPL_ID`, sent again while in doubt; the retries.
+    `stop` ends it early (a failed test must not leave it retrying for ever)."""
+    sender, retried = conn.sender("orders"), 0
+    for i in bodies:
+        message = Message(body=i, durable=True, properties={"_AMQ_DUPL_ID": f"order-{i}"})
+        while not stop.is_set():
+            try:
+                sender.send(message)
+                break
+            except InDoubtError:
+                retried += 1
+        sent.append(i)
+    return retried
+
+
+def test_a_paused_primary_confirms_nothing_its_backup_lacks_and_stops_when_it_wakes(
+    tmp_path: Path, zookeeper: Ensemble
+) -> None:
+    """SIGSTOP of the active primary: its ZooKeeper session expires, the backup (synchronized, its stream
+    silent past connection-ttl) takes the lock and activates. SIGCONT: the primary finds its backup gone;
+    it may not confirm what waited for the backup until it has fenced the backup off, which it cannot
+    (the lock and the activation sequence have moved): it confirms nothing more and halts."""
+    primary, backup = replicated_pair(tmp_path, zookeeper.connect_string, "r6", ttl=1000)
+    primary.start()
+    backup.start()
+    wait_until(lambda: status(primary)["synchronized"] is True, 30, "the backup to synchronize")
+    assert primary.proc is not None
+    sent: list[int] = []
+    retried = 0
+    stop = threading.Event()
+
+    def produce() -> None:
+        nonlocal retried
+        with FailoverConnection(pair_uri(primary, backup) + "&timeout=60000") as conn:
+            retried = send_exactly_once(conn, range(600), sent, stop)
+
+    producer = threading.Thread(target=produce, daemon=True)
+    producer.start()
+    try:
+        wait_until(lambda: len(sent) >= 200, 30, "sends confirmed by the primary")
+        os.kill(primary.proc.pid, signal.SIGSTOP)
+        try:
+            wait_until(lambda: "AMQ221010" in backup.log(), 30, "the backup to take over from the paused one")
+            confirmed_by_then = len(sent)
+        finally:
+            os.kill(primary.proc.pid, signal.SIGCONT)
+        assert primary.proc.wait(timeout=20) == 1  # it halts on its own once it runs again
+        assert "AMQ222325" in primary.log() or "AMQ222330" in primary.log()
+        producer.join(timeout=60)
+        assert not producer.is_alive()
+    finally:
+        stop.set()
+    assert status(backup)["activationSequence"] == 2
+    got = [m.body for m in receive(backup.url, "orders", 1000, timeout=2)]
+    print(
+        f"SIGSTOP of a replicated primary: {len(sent)} confirmed ({confirmed_by_then} when the backup "
+        f"activated), {retried} retried, {len(got)} received, {len(got) - len(set(got))} duplicates"
+    )
+    assert sorted(got) == list(range(600))  # each exactly once: nothing confirmed was lost
+    backup.stop()
+
+
+def test_a_lost_backup_is_fenced_off_and_a_stale_backup_never_activates(
+    tmp_path: Path, zookeeper: Ensemble
+) -> None:
+    """kill -9 of the backup: the primary moves the activation sequence on (2) before it confirms
+    anything alone. The backup, restarted after the primary died too, holds a stale copy (1): it stays
+    passive (it would lose what the primary confirmed alone) until the primary is back (activating: 3);
+    it then replicates, and takes over from the primary with everything (4)."""
+    primary, backup = replicated_pair(tmp_path, zookeeper.connect_string, "r7")
+    primary.start()
+    backup.start()
+    wait_until(lambda: status(primary)["synchronized"] is True, 30, "the backup to synchronize")
+    assert send(primary.url, "orders", [f"both-{i}" for i in range(50)]) == 50
+    backup.kill()
+    assert send(primary.url, "orders", [f"alone-{i}" for i in range(50)]) == 50
+    assert "AMQ221035" in primary.log() and "AMQ221036" in primary.log()
+    assert status(primary)["activationSequence"] == 2
+    primary.kill()
+
+    backup.start()
+    stays(None, lambda: "AMQ221010" in backup.log(), 6, "a stale backup activating")  # session-ms 2 s
+
+    primary.ready_text = "AMQ221024"  # it activates, and its backup synchronizes again
+    primary.start(timeout=60)
+    wait_until(lambda: status(primary)["synchronized"] is True, 30, "the backup to synchronize again")
+    primary.kill()
+    wait_until(lambda: "AMQ221010" in backup.log(), 30, "the backup to take over")
+    assert status(backup)["activationSequence"] == 4
+    got = [m.body for m in receive(backup.url, "orders", 200, timeout=2)]
+    assert got == [f"both-{i}" for i in range(50)] + [f"alone-{i}" for i in range(50)]
+    backup.stop()
+
+
+def test_competing_primaries_with_a_coordination_id(tmp_path: Path, zookeeper: Ensemble) -> None:
+    """Seed 001 §2.2.4: two primaries sharing a coordination-id compete: the first activates, the second
+    replicates from it; when the first dies the second activates with everything; the first, restarted,
+    replicates from the second (no failback between peers)."""
+    peer = "<coordination-id>peer-journal-001</coordination-id>"
+    first, second = replicated_pair(
+        tmp_path, zookeeper.connect_string, "r8", peer, peer, roles=("primary", "primary")
+    )
+    first.start()
+    second.ready_text = "AMQ221033"  # another server is active: it replicates from it
+    second.start()
+    wait_until(lambda: status(first)["synchronized"] is True, 30, "the second peer to synchronize")
+    shared = coordinated_node_id("peer-journal-001")  # one node id for both, the coordination id's
+    assert status(first)["nodeId"] == shared and f"node id {shared}" in second.log()
+    assert send(first.url, "orders", range(20)) == 20
+    first.kill()
+    wait_until(lambda: "AMQ221007" in second.log(), 30, "the second peer to activate")
+    assert status(second)["activationSequence"] == 2
+    first.ready_text = "AMQ221033"
+    first.start()
+    wait_until(lambda: status(second)["synchronized"] is True, 30, "the first peer to synchronize")
+    assert "AMQ221007" not in first.log()  # a peer does not fail back
+    assert [m.body for m in receive(second.url, "orders", 50, timeout=2)] == list(range(20))
+    second.stop()
+    first.stop()

@@ -45,10 +45,19 @@ def shared_pair(
 
 
 def replicated_pair(
-    home: Path, connect_string: str, namespace: str, primary_options: str = "", backup_options: str = ""
+    home: Path,
+    connect_string: str,
+    namespace: str,
+    primary_options: str = "",
+    backup_options: str = "",
+    *,
+    roles: tuple[str, str] = ("primary", "backup"),
+    ttl: int = 60000,
 ) -> tuple[BrokerProcess, BrokerProcess]:
     """Two brokers, each with its own data directories, replicating through the cluster user, with a
-    ZooKeeper lock manager (a short session: failover takes about session-ms)."""
+    ZooKeeper lock manager (a short session: failover takes about session-ms). Each finds the other as
+    an Artemis pair does: a `<cluster-connection>` whose static connector is the partner; `ttl` is its
+    connection-ttl (how soon a silent partner counts as gone)."""
     p1, p2 = free_port(), free_port()
     manager = (
         "<manager><properties>"
@@ -60,17 +69,24 @@ def replicated_pair(
     cluster = "<cluster-user>cluster</cluster-user><cluster-password>cluster-secret</cluster-password>"
     brokers = []
     for name, port, role, other, options in (
-        ("primary", p1, "primary", p2, primary_options),
-        ("backup", p2, "backup", p1, backup_options),
+        ("primary", p1, roles[0], p2, primary_options),
+        ("backup", p2, roles[1], p1, backup_options),
     ):
         policy = f"<ha-policy><replication><{role}>{manager}{options}</{role}></replication></ha-policy>"
-        connector = f'<connectors><connector name="partner">tcp://127.0.0.1:{other}</connector></connectors>'
+        connectors = (
+            f'<connectors><connector name="self">tcp://127.0.0.1:{port}</connector>'
+            f'<connector name="partner">tcp://127.0.0.1:{other}</connector></connectors>'
+            '<cluster-connections><cluster-connection name="pair"><connector-ref>self</connector-ref>'
+            f"<connection-ttl>{ttl}</connection-ttl>"
+            "<static-connectors><connector-ref>partner</connector-ref></static-connectors>"
+            "</cluster-connection></cluster-connections>"
+        )
         brokers.append(
             BrokerProcess(
                 home / name,
                 name=name,
                 port=port,
-                xml_kwargs={"addresses": ORDERS, "extra": policy + connector + cluster},
+                xml_kwargs={"addresses": ORDERS, "extra": policy + connectors + cluster},
                 ready_text="AMQ221007" if role == "primary" else "passive on",
             )
         )
