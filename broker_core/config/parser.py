@@ -23,6 +23,7 @@ from broker_core.config.addresses import parse_addresses
 from broker_core.config.broker_connections import parse_broker_connections
 from broker_core.config.errors import ConfigError, ConfigProblem, ProblemLog
 from broker_core.config.ha import parse_connectors, parse_ha_policy
+from broker_core.config.metrics import parse_metrics
 from broker_core.config.model import BrokerConfig
 from broker_core.config.settings import parse_address_settings, parse_security_settings
 from broker_core.config.users import ROLES_FILE, USERS_FILE, load_roles, load_users
@@ -36,6 +37,7 @@ _SECTIONS: dict[str, tuple[str, Callable[[Reader, Element], Any]]] = {
     "broker-connections": ("broker_connections", parse_broker_connections),
     "ha-policy": ("ha_policy", parse_ha_policy),
     "connectors": ("connectors", parse_connectors),
+    "metrics": ("metrics", parse_metrics),
 }
 _NOT_SCALARS = frozenset(
     {"source", "base_dir", "users", "roles", *(field for field, _ in _SECTIONS.values())}
