@@ -103,10 +103,10 @@ class BrokerCollector(Collector):
 
     def _ha(self) -> Iterator[Metric]:
         node = self.node
-        role = GaugeMetricFamily(
-            PREFIX + "ha_role", "This server's HA role (1 for its role).", labels=["role"]
+role = GaugeMetricFamily(
+            PREFIX + "ha_role", "This server's HA policy and role (always 1).", labels=["policy", "role"]
         )
-        role.add_metric([node.role()], 1)
+        role.add_metric([str(node.config.ha_policy.kind), node.role()], 1)
         yield role
         yield _gauge(
             "server_active", "1 while this server serves clients (a passive backup: 0).", node.active()
