@@ -55,7 +55,7 @@ class Failovers:
     """HA transitions worth counting, by reason (fed by the HA controller's transition hook)."""
 
     def __init__(self) -> None:
-        self.by_reason: dict[str, int] = {}
+        self.by_reason: dict[str, int] = {"primary_lost": 0, "failback": 0}  # known ones shown at 0
 
     def count(self, reason: str) -> None:
         self.by_reason[reason] = self.by_reason.get(reason, 0) + 1
@@ -103,7 +103,7 @@ class BrokerCollector(Collector):
 
     def _ha(self) -> Iterator[Metric]:
         node = self.node
-role = GaugeMetricFamily(
+        role = GaugeMetricFamily(
             PREFIX + "ha_role", "This server's HA policy and role (always 1).", labels=["policy", "role"]
         )
         role.add_metric([str(node.config.ha_policy.kind), node.role()], 1)
