@@ -80,7 +80,7 @@ def test_mirror_source_figures_follow_the_traffic(pair: tuple[Metered, Metered])
 
 
 def test_target_journal_queue_and_acceptor_figures(pair: tuple[Metered, Metered]) -> None:
-    dc1, dc2 = pair
+    _, dc2 = pair
     v = dc2.samples()
 
     def at(name: str, **labels: str) -> float:
