@@ -23,10 +23,8 @@ def metrics_xml(port: int, queues: str = "orders", **properties: str) -> str:
 
 
 def mirror_xml(name: str, port: int, attrs: str = "") -> str:
-    return (
-        f'<broker-connections><amqp-connection uri="tcp://127.0.0.1:{port}" name="{name}" retry-interval="200">'
-        f"<mirror {attrs}/></amqp-connection></broker-connections>"
-    )
+    connection = f'<amqp-connection uri="tcp://127.0.0.1:{port}" name="{name}" retry-interval="200">'
+    return f"<broker-connections>{connection}<mirror {attrs}/></amqp-connection></broker-connections>"
 
 
 @dataclass
