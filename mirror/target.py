@@ -109,8 +109,13 @@ class OriginCounts:
         self.acks = 0  # postAcks received
         self.ack_retries = 0  # postAcks whose message was not there yet: kept to retry
 
-    def as_dict(self) -> dict[str, int]:
-        return {name: getattr(self, name) for name in self.__slots__}
+    def as_dict(self) -> dict[str, int]:  # names spelt out: a compiled class has no __slots__ to read
+        return {
+            "messages": self.messages,
+            "duplicates": self.duplicates,
+            "acks": self.acks,
+            "ack_retries": self.ack_retries,
+        }
 
 
 class UntrustedOrigin(Unauthorized):
