@@ -51,7 +51,8 @@ def reload_broker(broker: Broker) -> ReloadReport:
     try:
         new, warnings = load_config(old.source)
     except ConfigError as exc:
-        report.failed = f"{len(exc.problems)} problems in {old.source}; nothing changed"
+        n = len(exc.problems)
+        report.failed = f"{old.source.name}: {n} {'problem' if n == 1 else 'problems'}; nothing changed"
         for problem in exc.problems:
             log.error("%s: reload: %s", name, problem)
         return report
