@@ -75,7 +75,11 @@ class MetricsEndpoint:
             return "405 Method Not Allowed", "text/plain", b"GET only\n"
         path = parts[1].split("?", 1)[0]
         if path == "/metrics":
-            return "200 OK", CONTENT_TYPE_LATEST, generate_latest(self.registry)
+            try:
+                return "200 OK", CONTENT_TYPE_LATEST, generate_latest(self.registry)
+            except Exception:  # a bug must cost a scrape, not the endpoint
+                log.exception("%s: collecting metrics failed", self.node.name)
+                return "500 Internal Server Error", "text/plain", b"collecting metrics failed; see the log\n"
         if path == "/healthz":
             return "200 OK", "text/plain", b"alive\n"
         if path == "/readyz":

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from broker_core.config.model import HaRole
 from broker_core.ha.states import Event, State
@@ -62,7 +63,7 @@ class Operations:
                 parts.append(f"{node.name}: {node.state()}")
         return "; ".join(parts)
 
-    def _transition_hook(self, node: Node):  # type: ignore[no-untyped-def]
+    def _transition_hook(self, node: Node) -> Callable[[State, Event, State], None]:
         def on_transition(old: State, event: Event, new: State) -> None:
             assert node.ha is not None
             if new == State.ACTIVATING and node.ha.role == HaRole.BACKUP:
@@ -78,6 +79,8 @@ class Operations:
         for node in self.nodes:
             if node.broker.server.started:
                 log_report(node.name, reload_broker(node.broker))
+                if node.ha is not None:  # a broker it makes after a step-down starts from the same file
+                    node.ha.config = node.broker.config
             else:
                 log.info("AMQ951011: %s: reload skipped: not active (read at activation)", node.name)
         systemd.notify("READY=1", f"STATUS={self.status_line()}")
