@@ -108,11 +108,12 @@ class Broker:
         op(BROKER, "getHAStatus", lambda _, __: ha.status() if ha is not None else {"policy": "primary-only"})
         op(BROKER, "isBackup", lambda _, __: ha is not None and str(ha.role) == "backup")
         op(BROKER, "isActive", lambda _, __: self.server.started)
-        op(BROKER, "isReplicaSync", lambda _, __: False)  # no replication yet: never in sync with a replica
+        # Artemis's isReplicaSync: a replicated server whose replica is synchronized with it
+        op(BROKER, "isReplicaSync", lambda _, __: ha is not None and ha.status().get("synchronized") is True)
 
         def force_failover(_: str, __: list[Any]) -> bool:
             if ha is None:
-                raise ValueError("forceFailover needs an HA policy (shared-store)")
+                raise ValueError("forceFailover needs an HA policy (shared-store or replication)")
             # after this reply is written: the stop closes every connection, the requester's too
             self.loop.call_later(0.1, lambda: self.loop.create_task(ha.force_failover()))
             return True

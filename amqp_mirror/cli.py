@@ -62,16 +62,21 @@ def escape_controls(text: str) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
-def _setup_logging(level: str) -> None:
+def _setup_logging(level: str, form: str = "text") -> None:
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(OneLineFormatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    if form == "json":
+        from .ops.logs import JsonLinesFormatter
+
+        handler.setFormatter(JsonLinesFormatter())
+    else:
+        handler.setFormatter(OneLineFormatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
     logging.basicConfig(level=getattr(logging, level), handlers=[handler])
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from .runtime import run
 
-    _setup_logging(args.log_level)
+    _setup_logging(args.log_level, args.log_format)
     log = logging.getLogger("amqp-mirror")
     try:
         cfg, warnings = load_config(args.config, strict=args.strict)
@@ -150,6 +155,15 @@ def _cmd_ha(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_status(args: argparse.Namespace) -> int:
+    from .ops.status import main as status_main
+
+    if args.watch is not None and args.watch <= 0:
+        print("amqp-mirror status: --watch needs a number of seconds above 0", file=sys.stderr)
+        return USAGE_ERROR
+    return status_main(args)
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="amqp-mirror", description=DESCRIPTION, epilog=EXIT_CODES, formatter_class=_Help
@@ -172,6 +186,12 @@ def parser() -> argparse.ArgumentParser:
         "broker.xml's",
     )
     p.add_argument("--log-level", default="INFO", choices=LOG_LEVELS, type=str.upper, help="log threshold")
+    p.add_argument(
+        "--log-format",
+        default="text",
+        choices=("text", "json"),
+        help="text lines, or one JSON object a line (time, level, logger, id, message) for log shippers",
+    )
     p.set_defaults(func=_cmd_run)
 
     p = command("check-config", "validate a broker.xml: every problem as file:line, exit 2 on errors")
@@ -199,6 +219,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--password", help="that user's password")
     p.add_argument("--json", action="store_true", help="status as one JSON object")
     p.set_defaults(func=_cmd_ha)
+
+    p = command("status", "a running broker at a glance: HA, acceptors, queues, broker connections, mirrors")
+    p.add_argument("--url", default="amqp://127.0.0.1:5672", help="the broker's AMQP URL")
+    p.add_argument("--user", help="a user with the manage permission")
+    p.add_argument("--password", help="that user's password")
+    p.add_argument("--json", action="store_true", help="one JSON object (per refresh with --watch)")
+    p.add_argument(
+        "--watch", type=float, metavar="SECONDS", help="refresh every SECONDS until interrupted (Ctrl-C)"
+    )
+    p.set_defaults(func=_cmd_status)
 
     from spark_dr import cli as dr_cli  # imports pyspark only when a DR command runs
 

@@ -167,6 +167,8 @@ class HaController:
         self._waiting_since = 0.0  # a primary: when it began to wait for its lock
         self._timer: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[None] | None = None
+        # told of every change of state (old, event, new): operations count failovers, tell systemd
+        self.on_transition: list[Callable[[State, Event, State], None]] = []
 
     def _new_broker(self) -> Broker:
         broker = Broker(self.config, self.loop)
@@ -200,7 +202,9 @@ class HaController:
         log.log(
             level, "HA %s (%s): %s on %s -> %s", self.config.name, self.role, self.state, event, step.state
         )
-        self.state = step.state
+        old, self.state = self.state, step.state
+        for listener in self.on_transition:
+            listener(old, event, step.state)
         await self._do(step.action)
 
     def status(self) -> dict[str, object]:

@@ -17,6 +17,9 @@ from broker_core.journal.errors import JournalError
 
 from .broker import Broker
 from .ha import HaController, uses_ha
+from .ops import status
+from .ops.node import Node
+from .ops.service import Operations
 
 log = logging.getLogger(__name__)
 
@@ -51,15 +54,23 @@ def run(configs: list[BrokerConfig]) -> int:
 
     def prepare(broker: Broker) -> None:
         broker.turn.on_fatal = on_fatal
+        broker.on_started.append(status.install)  # `amqp-mirror status` asks it (getBrokerStatus)
 
     controllers = [HaController(c, loop, on_exit, prepare) for c in configs if uses_ha(c)]
     brokers = [Broker(c, loop) for c in configs if not uses_ha(c)]
+    nodes = [Node(c.config, ha=c) for c in controllers] + [Node(b.config, broker=b) for b in brokers]
+    ops = Operations(loop, nodes)
 
     def on_signal(signame: str) -> None:
         log.info("received %s: shutting down", signame)
         stop.set()
 
     async def main() -> None:
+        try:
+            await ops.start_endpoints()
+        except OSError as exc:  # the metrics port in use
+            failed.append(f"cannot serve metrics: {exc}")
+            return
         for b in brokers:
             try:
                 prepare(b)
@@ -68,6 +79,7 @@ def run(configs: list[BrokerConfig]) -> int:
                 failed.append(f"{b.config.name}: cannot start: {exc}")
                 for started in brokers:
                     await started.stop()
+                await ops.stop()
                 return
         for controller in controllers:
             try:
@@ -77,10 +89,11 @@ def run(configs: list[BrokerConfig]) -> int:
                 stop.set()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal, sig.name)
+        loop.add_signal_handler(signal.SIGHUP, ops.reload)
         tune_gc()
-        _notify_systemd("READY=1")
+        ops.started()
         await stop.wait()
-        _notify_systemd("STOPPING=1")
+        ops.stopping()
         for controller in controllers:
             try:
                 await controller.stop()
@@ -91,6 +104,7 @@ def run(configs: list[BrokerConfig]) -> int:
                 await b.stop()
             except JournalError as exc:  # the fatal path says what happened, in one line, no traceback
                 failed.append(f"{b.config.name}: could not write its last journal batch: {exc}")
+        await ops.stop()
 
     try:
         loop.run_until_complete(main())
@@ -114,18 +128,3 @@ def tune_gc() -> None:
 
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
-
-
-def _notify_systemd(state: str) -> None:
-    """sd_notify without a dependency: one datagram to $NOTIFY_SOCKET when systemd runs us."""
-    import os
-    import socket
-
-    path = os.environ.get("NOTIFY_SOCKET")
-    if not path:
-        return
-    if path.startswith("@"):
-        path = "\0" + path[1:]
-    with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
-        s.connect(path)
-        s.sendall(state.encode())

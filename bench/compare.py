@@ -17,7 +17,10 @@ import json
 import shlex
 import statistics
 import sys
-from collections.abc import Callable
+import threading
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -27,9 +30,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.load import ThroughputResult, protonc_throughput, rhea_latency, rhea_throughput
 from bench.targets import Endpoint, open_target
 from broker_core import compiled
+from tests.peers.ports import free_port
 
 SYSTEMS = ("ours", "rabbitmq", "protonc")
 PEERS = ("rabbitmq", "protonc")
+METERED = "ours-metrics"  # ours with its Prometheus endpoint on, scraped every second (not a default)
+SCRAPE_EVERY = 1.0
 
 
 @dataclass
@@ -74,16 +80,47 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rate", type=float, default=1000, help="msgs/s for the latency phase (0: skip)")
     parser.add_argument("--latency-count", type=int, default=5000)
     parser.add_argument(
-        "--systems", default=",".join(SYSTEMS), help="comma-separated subset of " + str(SYSTEMS)
+        "--systems",
+        default=",".join(SYSTEMS),
+        help=f"comma-separated subset of {SYSTEMS}, or {METERED}: ours with metrics on, scraped every second",
     )
     parser.add_argument("--json", type=Path, help="also write every sample to this file")
     return parser.parse_args(argv)
 
 
-def ours_command() -> str:
+def ours_command(metrics_port: int | None = None) -> str:
     """Our broker as the harness starts it: fresh bench-* addresses become durable anycast queues."""
     launcher = Path(__file__).resolve().parent / "ours_broker.py"
-    return f"{shlex.quote(sys.executable)} {shlex.quote(str(launcher))} {{workdir}} {{port}}"
+    extra = f" {metrics_port}" if metrics_port else ""
+    return f"{shlex.quote(sys.executable)} {shlex.quote(str(launcher))} {{workdir}} {{port}}{extra}"
+
+
+@contextmanager
+def scraping(port: int | None) -> Iterator[None]:
+    """GET /metrics every SCRAPE_EVERY seconds while the block runs (Prometheus's default is 15 s or 60 s:
+    this is the harsh end), failing loudly if a scrape fails."""
+    if port is None:
+        yield
+        return
+    stop, failures = threading.Event(), []
+
+    def scrape() -> None:
+        while not stop.wait(SCRAPE_EVERY):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+                    r.read()
+            except OSError as exc:
+                failures.append(exc)
+
+    thread = threading.Thread(target=scrape, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+    if failures:
+        raise SystemExit(f"a scrape failed: {failures[0]}")
 
 
 def _throughput(endpoint: Endpoint, args: argparse.Namespace, count: int) -> ThroughputResult:
@@ -94,8 +131,10 @@ def _throughput(endpoint: Endpoint, args: argparse.Namespace, count: int) -> Thr
 
 def measure(system: str, round_no: int, args: argparse.Namespace) -> Sample:
     """Start ``system``, warm it up, measure one throughput (and latency) phase, stop it."""
-    target, command = ("url:amqp://127.0.0.1:{port}", ours_command()) if system == "ours" else (system, None)
-    with open_target(target, command) as endpoint:
+    metrics_port = free_port() if system == METERED else None
+    ours = system in ("ours", METERED)
+    target, command = ("url:amqp://127.0.0.1:{port}", ours_command(metrics_port)) if ours else (system, None)
+    with open_target(target, command) as endpoint, scraping(metrics_port):
         if args.warmup:
             _throughput(endpoint, args, args.warmup)
         result = _throughput(endpoint, args, args.count)
@@ -142,14 +181,14 @@ def spread(values: list[float], fmt: str) -> str:
     return f"{format(mid, fmt)} ({format(low, fmt)}-{format(high, fmt)})"
 
 
-def paired_ratios(samples: list[Sample], metric: Metric, peer: str) -> list[float]:
-    """ours/peer for each round in which both have the metric."""
+def paired_ratios(samples: list[Sample], metric: Metric, peer: str, base: str = "ours") -> list[float]:
+    """base/peer (ours/peer) for each round in which both have the metric."""
     by_round: dict[int, dict[str, float | None]] = {}
     for s in samples:
         by_round.setdefault(s.round, {})[s.system] = metric.get(s)
     ratios = []
     for values in by_round.values():
-        ours, theirs = values.get("ours"), values.get(peer)
+        ours, theirs = values.get(base), values.get(peer)
         if ours is not None and theirs:
             ratios.append(ours / theirs)
     return ratios
@@ -158,7 +197,8 @@ def paired_ratios(samples: list[Sample], metric: Metric, peer: str) -> list[floa
 def table(samples: list[Sample], systems: list[str]) -> str:
     """A Markdown table: per-system median (range), then the paired ratios ours/peer."""
     peers = [p for p in PEERS if p in systems and "ours" in systems]
-    header = ["metric", *systems, *(f"ours/{p}" for p in peers)]
+    metered = METERED in systems and "ours" in systems
+    header = ["metric", *systems, *(f"ours/{p}" for p in peers), *([f"{METERED}/ours"] if metered else [])]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for metric in METRICS:
         cells = [metric.label]
@@ -166,6 +206,8 @@ def table(samples: list[Sample], systems: list[str]) -> str:
             values = [v for s in samples if s.system == system and (v := metric.get(s)) is not None]
             cells.append(spread(values, metric.fmt))
         cells += [spread(paired_ratios(samples, metric, p), ".2f") for p in peers]
+        if metered:
+            cells.append(spread(paired_ratios(samples, metric, "ours", base=METERED), ".3f"))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -173,9 +215,9 @@ def table(samples: list[Sample], systems: list[str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     systems = [s for s in args.systems.split(",") if s]
-    unknown = set(systems) - set(SYSTEMS)
+    unknown = set(systems) - {*SYSTEMS, METERED}
     if unknown:
-        raise SystemExit(f"unknown systems {sorted(unknown)}; choose from {SYSTEMS}")
+        raise SystemExit(f"unknown systems {sorted(unknown)}; choose from {(*SYSTEMS, METERED)}")
     print(f"ours: {compiled.status()}", flush=True)  # a stale build means plain Python is measured
     samples = run_rounds(args, systems)
     mode = "durable" if args.durable else "non-durable"

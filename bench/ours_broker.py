@@ -1,5 +1,8 @@
 """Start our broker for the benchmark harness: `--broker-cmd "python bench/ours_broker.py {workdir} {port}"`.
 
+A third argument, a port, turns the Prometheus endpoint on there (`compare.py --systems ours,ours-metrics`
+measures what metrics cost, scraped every second, in the same run).
+
 Fresh `bench-*` addresses are auto-created as durable anycast queues (default-address-routing-type
 ANYCAST), the usual Artemis setting for AMQP point-to-point traffic, so durable messages are journalled
 and fsynced before they are Accepted.
@@ -25,15 +28,23 @@ XML = """<?xml version="1.0"?>
         <default-queue-routing-type>ANYCAST</default-queue-routing-type>
       </address-setting>
     </address-settings>
+    {metrics}
   </core>
 </configuration>
 """
 
 if __name__ == "__main__":
     workdir, port = Path(sys.argv[1]), sys.argv[2]
+    metrics = ""
+    if len(sys.argv) > 3:  # the queues' depth and age are exported too, as an operator would have them
+        metrics = (
+            '<metrics><plugin class-name="org.amqp_mirror.metrics.PrometheusMetricsPlugin">'
+            f'<property key="port" value="{int(sys.argv[3])}"/><property key="queues" value="bench-#"/>'
+            "</plugin></metrics>"
+        )
     etc = workdir / "etc"
     etc.mkdir(parents=True, exist_ok=True)
-    (etc / "broker.xml").write_text(XML.replace("{port}", port))
+    (etc / "broker.xml").write_text(XML.replace("{port}", port).replace("{metrics}", metrics))
     argv = [
         sys.executable,
         "-m",

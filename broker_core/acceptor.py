@@ -59,12 +59,15 @@ class AmqpSocket(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         name = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         limit = self.acceptor.connections_allowed
+        counts = self.server.stats.acceptor(self.acceptor.name)
         if 0 <= limit <= len(self.registry):
+            counts.refused += 1
             log.warning(
                 "acceptor %s: refusing %s, connectionsAllowed=%d reached", self.acceptor.name, name, limit
             )
             transport.abort()
             return
+        counts.accepted += 1
         transport.set_write_buffer_limits(high=HIGH_WATER)
         self.registry.add(self)
         self.endpoint = BrokerEndpoint(self.server, self.acceptor, self.services, self, name)

@@ -42,6 +42,7 @@ MODULES = (
     "broker_core.amqp.sessions",
     "broker_core.amqp.transfers",
     "broker_core.endpoint",
+    "broker_core.histogram",
     "broker_core.events",
     "broker_core.identity",
     "broker_core.inbound_attach",

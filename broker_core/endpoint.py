@@ -93,7 +93,7 @@ class BrokerEndpoint:
             open_properties=open_properties(server),
         )
         self.termini = Termini(server, acceptor, services)
-        self.sasl = ServerSasl(server, name)
+        self.sasl = ServerSasl(server, name, acceptor.name)
         self.consumers: dict[int, LinkConsumer] = {}  # by id(link)
         self.pending_accepts: dict[Session, list[int]] = {}
         self.blocked: set[int] = set()  # id() of producer links waiting for room before more credit

@@ -28,9 +28,10 @@ def mechanisms(secure: bool) -> tuple[str, ...]:
 class ServerSasl:
     """One connection's SASL exchange, as the accepting side."""
 
-    def __init__(self, server: Server, peer: str) -> None:
+    def __init__(self, server: Server, peer: str, acceptor: str = "") -> None:
         self.server = server
         self.peer = peer
+        self.acceptor = acceptor  # whose failed logins are counted
         self.scram: ScramServer | None = None
         self.cluster = False  # authenticated with the cluster user and password (HA replication)
 
@@ -66,6 +67,7 @@ class ServerSasl:
                 log.warning("malformed SASL PLAIN response from %s", self.peer)
         else:
             log.warning("SASL mechanism %s refused for %s", mechanism, self.peer)
+        self.server.stats.acceptor(self.acceptor).auth_failures += 1
         conn.sasl_outcome(False, None)
 
     def _cluster_member(self, user: str, password: str) -> bool:
@@ -95,4 +97,5 @@ class ServerSasl:
             log.warning(
                 "authentication failed for user %s from %s (%s)", step.user, self.peer, scram.mechanism
             )
+            self.server.stats.acceptor(self.acceptor).auth_failures += 1
             conn.sasl_outcome(False, None, step.server_bytes)

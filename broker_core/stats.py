@@ -1,17 +1,30 @@
-"""A server's message counters, read by management (and, later, metrics) as a snapshot."""
+"""A server's message counters, read by management and metrics as a snapshot."""
 
 from __future__ import annotations
 
+_COUNTERS = (
+    "messages_acked",
+    "messages_dropped",
+    "messages_expired",
+    "messages_killed",
+    "messages_routed",
+    "messages_unrouted",
+)
+
+
+class AcceptorStats:
+    """One acceptor's connections: accepted, refused at its connectionsAllowed, failed logins."""
+
+    __slots__ = ("accepted", "auth_failures", "refused")
+
+    def __init__(self) -> None:
+        self.accepted = 0
+        self.refused = 0
+        self.auth_failures = 0
+
 
 class BrokerStats:
-    __slots__ = (
-        "messages_acked",
-        "messages_dropped",
-        "messages_expired",
-        "messages_killed",
-        "messages_routed",
-        "messages_unrouted",
-    )
+    __slots__ = (*_COUNTERS, "acceptors")
 
     def __init__(self) -> None:
         self.messages_routed = 0
@@ -20,6 +33,13 @@ class BrokerStats:
         self.messages_acked = 0
         self.messages_expired = 0
         self.messages_killed = 0
+        self.acceptors: dict[str, AcceptorStats] = {}
+
+    def acceptor(self, name: str) -> AcceptorStats:
+        stats = self.acceptors.get(name)
+        if stats is None:
+            stats = self.acceptors[name] = AcceptorStats()
+        return stats
 
     def snapshot(self) -> dict[str, int]:
-        return {name: getattr(self, name) for name in self.__slots__}
+        return {name: getattr(self, name) for name in _COUNTERS}

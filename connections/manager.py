@@ -42,12 +42,11 @@ class BrokerConnectionManager(Observer):
     ) -> None:
         self.server = server
         self.loop = loop
+        self.turn = turn
+        self.factories = extra_factories or []
         self.connections: dict[str, OutboundConnection] = {}
         for cfg in server.config.broker_connections:
-            policies: list[LinkPolicy] = [QueueLinks(server, link) for link in cfg.links]
-            for factory in extra_factories or []:
-                policies.extend(factory(server, cfg))
-            self.connections[cfg.name] = OutboundConnection(server, cfg, loop, turn, policies)
+            self.connections[cfg.name] = self._build(cfg)
         server.add_observer(self)
         self._timer: asyncio.TimerHandle | None = None
 
@@ -58,6 +57,23 @@ class BrokerConnectionManager(Observer):
             else:
                 log.info("broker connection %s: auto-start=false, waiting for a start command", c.name)
         self._timer = self.loop.call_later(1.0, self._tick)
+
+    def _build(self, cfg: AmqpConnection) -> OutboundConnection:
+        policies: list[LinkPolicy] = [QueueLinks(self.server, link) for link in cfg.links]
+        for factory in self.factories:
+            policies.extend(factory(self.server, cfg))
+        return OutboundConnection(self.server, cfg, self.loop, self.turn, policies)
+
+    def replace(self, cfg: AmqpConnection | None, name: str) -> None:
+        """A reload: the connection `name` stops (if there is one) and `cfg` takes its place (if given),
+        started when its auto-start says so."""
+        old = self.connections.pop(name, None)
+        if old is not None:
+            old.stop()
+        if cfg is not None:
+            new = self.connections[cfg.name] = self._build(cfg)
+            if cfg.auto_start:
+                new.start()
 
     def stop(self) -> None:
         if self._timer is not None:

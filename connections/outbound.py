@@ -71,6 +71,7 @@ class OutboundConnection:
         self._links_waiting = 0
         self._scram: ScramClient | None = None
         self.connected_at: float | None = None
+        self.last_connected = 0.0  # epoch seconds of the last time it came up (0: never)
         self.stats = {"connects": 0, "failures": 0}
         self._quiet_until = 0.0  # loop time before which a repeated failure goes to DEBUG
         self._quiet_attempts = 0  # attempts not logged since the last retry line
@@ -316,6 +317,7 @@ class OutboundConnection:
     def _maybe_connected(self) -> None:
         if self.machine.state is State.CONNECTING and all(p.pending() == 0 for p in self.policies):
             self.connected_at = time.monotonic()
+            self.last_connected = time.time()
             self.stats["connects"] += 1
             self._do(self.machine.handle(Event.CONNECTED))
 
@@ -429,7 +431,14 @@ class OutboundConnection:
             "state": self.machine.state.value,
             "retries": self.machine.counter,
             "gaveUp": self.machine.gave_up,
+            "remote": self.remote(),
+            "lastConnectedAt": int(self.last_connected * 1000),  # epoch ms, 0: never
         }
+
+    def remote(self) -> str:
+        """The endpoint connected to, or to be tried next (one of the configured `#` alternates)."""
+        endpoint = self.endpoints[self.machine.current]
+        return f"{endpoint.host}:{endpoint.port}"
 
 
 class _Socket(asyncio.Protocol):

@@ -110,6 +110,10 @@ class QueueLinks:
         self._pending = 0
         self.links: dict[tuple[str, bool], Link] = {}  # (queue name, is_sender) -> link
         self.consumers: dict[str, RemoteConsumer] = {}
+        # messages per local queue, across reconnects: received from the remote; sent on links now gone
+        # (a live link's are its consumer's tag: counted as they go, read by `sent`)
+        self.received: dict[str, int] = {}
+        self._sent_before: dict[str, int] = {}
 
     def matches(self, queue: Queue) -> bool:
         if queue.internal or queue.temporary:
@@ -200,6 +204,7 @@ class QueueLinks:
             view = MessageView(payload)
             view.all_sections()
             msg = self.server.router.route(queue.address, payload, view)
+            self.received[queue.name] = self.received.get(queue.name, 0) + 1
         except (DecodeError, ValueError) as exc:
             # a malformed message from the remote is refused, not retried forever by reconnecting
             log.warning("receiver link %s: malformed message rejected: %s", link.name, exc)
@@ -239,10 +244,18 @@ class QueueLinks:
     def detached_all(self, conn: LinkHost) -> None:
         """Connection gone: unacknowledged messages go back to their queues (no attempt counted)."""
         self._pending = 0
-        for consumer in self.consumers.values():
+        for name, consumer in self.consumers.items():
+            self._sent_before[name] = self._sent_before.get(name, 0) + consumer.tag
             consumer.give_back()
         self.consumers.clear()
         self.links.clear()
+
+    def sent(self) -> dict[str, int]:
+        """Messages sent to the remote per local queue, since the broker started."""
+        out = dict(self._sent_before)
+        for name, consumer in self.consumers.items():
+            out[name] = out.get(name, 0) + consumer.tag
+        return out
 
 
 def _engine(host: LinkHost) -> Connection:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from broker_core.amqp.codec import enc_long
 from broker_core.amqp.performatives import Accepted, Rejected
 from broker_core.events import Cause, Observer
+from broker_core.histogram import LATENCY_BOUNDS, Histogram
 from broker_core.persistence import Callback
 from broker_core.queues import Address, MessageRef, Queue, StoredMessage
 from broker_core.vocabulary import ANYCAST, AckReason
@@ -46,6 +47,10 @@ log = logging.getLogger("broker.mirror")
 _LONG_ZERO = enc_long(0)  # the body value of a postAck for id 0, cut off to make the reusable prefix
 
 INITIAL_SYNC = "initial-sync"  # <mirror><property key="initial-sync" value="true"/></mirror>
+# A postAck event's type right after its annotation key (sym8 "postAck"), within its first bytes: what
+# tells an acknowledgement from a topology event on the way out, without decoding it
+_POST_ACK_MARK = b"\xa3\x07postAck"
+_MARK_WITHIN = 64
 
 
 class MirrorConsumer(RemoteConsumer):
@@ -58,8 +63,14 @@ class MirrorConsumer(RemoteConsumer):
         self.source = source
 
     def payload(self, ref: MessageRef) -> bytes:
-        self.source.stats["events_sent"] += 1
-        return self.source.wire_payload(ref.message)
+        source, msg = self.source, ref.message
+        stats = source.stats
+        stats["events_sent"] += 1
+        if msg.address != source.snf:
+            stats["messages_sent"] += 1
+        elif msg.payload.find(_POST_ACK_MARK, 0, _MARK_WITHIN) >= 0:
+            stats["acks_sent"] += 1
+        return source.wire_payload(msg)
 
 
 class MirrorSource(Observer):
@@ -83,6 +94,8 @@ class MirrorSource(Observer):
         self._excluded_cache: dict[str, bool] = {}
         # events queued by kind: messages (routed sends), acks (postAck), topology (address and queue
         # creations and removals); `events_queued` is their sum
+        # events sent likewise (`events_sent` minus messages and acks: topology); what the target settled
+        # them with; and the events the address filter (or the mirror's own exclusions) kept back
         self.stats = {
             "events_sent": 0,
             "events_accepted": 0,
@@ -90,8 +103,15 @@ class MirrorSource(Observer):
             "messages_queued": 0,
             "acks_queued": 0,
             "topology_queued": 0,
+            "messages_sent": 0,
+            "acks_sent": 0,
+            "events_rejected": 0,
+            "events_released": 0,
+            "events_filtered": 0,
         }
         self.last_accepted = 0.0  # when the target last accepted an event (epoch seconds)
+        self.latency = Histogram(LATENCY_BOUNDS)  # seconds from an event's making to its Accepted
+        self.sync_wait = Histogram(LATENCY_BOUNDS)  # seconds a sync mirror held a confirmation back
         self._remote_key = f"{REMOTE_KEY_PREFIX}{self.name}"
         self._remote_raw: bytes | None = None
         self._remote: str | None = None
@@ -209,7 +229,7 @@ class MirrorSource(Observer):
         if not self._unconfirmed:
             return False
         events, self._unconfirmed = self._unconfirmed, set()
-        countdown = _Countdown(len(events), release)
+        countdown = _Countdown(len(events), release, self.sync_wait)
         for message_id in events:
             self._sync_waiters[message_id] = countdown
         return True
@@ -266,6 +286,7 @@ class MirrorSource(Observer):
         if remote is not None and message.origin_broker_id == remote:
             return []
         if self._excluded(message.address):
+            self.stats["events_filtered"] += 1
             return []
         for q in queues:
             if not self._queue_skipped(q):
@@ -290,8 +311,10 @@ class MirrorSource(Observer):
             or reason == AckReason.REPLACED
             or self._from_remote(cause)
             or self._queue_skipped(q)
-            or self._excluded(q.address)
         ):
+            return
+        if self._excluded(q.address):
+            self.stats["events_filtered"] += 1
             return
         msg = ref.message
         key = (q.address, q.name, msg.origin_broker_id, reason)
@@ -358,16 +381,19 @@ class MirrorSource(Observer):
         if consumer.inflight.pop(id(context), None) is None or context.consumer is None:
             return
         if state is not None and not isinstance(state, (Accepted, Rejected)):
+            self.stats["events_released"] += 1
             self.server.outcomes.release(context, delivery_failed=False)  # released/modified: send it again
             return
         if isinstance(state, Rejected):
+            self.stats["events_rejected"] += 1
             why = state.error.description if state.error else "no reason"
             log.warning(
                 "mirror %s: target rejected event %d (%s); dropped", self.name, context.message.id, why
             )
         else:
             self.stats["events_accepted"] += 1
-            self.last_accepted = time.time()
+            now = self.last_accepted = time.time()
+            self.latency.observe(now - context.message.timestamp_ms / 1000)
         self._settled.append(context)
 
     def outcomes_done(self, conn: LinkHost) -> None:
@@ -416,22 +442,28 @@ class MirrorSource(Observer):
             },
             "eventsSent": self.stats["events_sent"],
             "eventsAccepted": self.stats["events_accepted"],
+            "eventsRejected": self.stats["events_rejected"],
+            "eventsReleased": self.stats["events_released"],
+            "eventsFiltered": self.stats["events_filtered"],
             "lastAcceptedAt": int(self.last_accepted * 1000),  # epoch ms, 0: never
         }
 
 
 class _Countdown:
-    """Releases a confirmation once each of its events was accepted."""
+    """Releases a confirmation once each of its events was accepted, and says how long that took."""
 
-    __slots__ = ("left", "release")
+    __slots__ = ("left", "release", "started", "waits")
 
-    def __init__(self, left: int, release: Callback) -> None:
+    def __init__(self, left: int, release: Callback, waits: Histogram) -> None:
         self.left = left
         self.release = release
+        self.waits = waits
+        self.started = time.perf_counter()
 
     def one_done(self) -> None:
         self.left -= 1
         if self.left == 0:
+            self.waits.observe(time.perf_counter() - self.started)
             self.release()
 
 

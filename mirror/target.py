@@ -58,6 +58,7 @@ class AckRetries:
         self.attempts = attempts
         self.tries: dict[str, int] = {}
         self.stats = {"ack_retries": 0, "acks_never_matched": 0, "acks_matched_on_retry": 0}
+        self.never_matched: dict[str, int] = {}  # by origin broker
         for key in list(server.meta):
             if key.startswith(ACK_RETRY_PREFIX):
                 self.tries[key] = 0
@@ -81,8 +82,10 @@ class AckRetries:
             self.tries[key] += 1
             if self.tries[key] >= self.attempts:
                 self.stats["acks_never_matched"] += 1
+                self.never_matched[origin] = self.never_matched.get(origin, 0) + 1
                 log.warning(
-                    "mirror: acknowledgement of message %s from %s on queue %s never matched; gave up",
+                    "AMQ951003: mirror: acknowledgement of message %s from %s on queue %s never matched; "
+                    "gave up",
                     mid,
                     origin,
                     queue,
@@ -93,6 +96,26 @@ class AckRetries:
         del self.tries[key]
         self.server.meta.pop(key, None)
         self.server.set_meta(key, b"")  # an empty value deletes the key at recovery
+
+
+class OriginCounts:
+    """What the target did with one origin broker's events (metrics read them per origin)."""
+
+    __slots__ = ("ack_retries", "acks", "duplicates", "messages")
+
+    def __init__(self) -> None:
+        self.messages = 0  # messages applied
+        self.duplicates = 0  # messages dropped as applied before
+        self.acks = 0  # postAcks received
+        self.ack_retries = 0  # postAcks whose message was not there yet: kept to retry
+
+    def as_dict(self) -> dict[str, int]:  # names spelt out: a compiled class has no __slots__ to read
+        return {
+            "messages": self.messages,
+            "duplicates": self.duplicates,
+            "acks": self.acks,
+            "ack_retries": self.ack_retries,
+        }
 
 
 class UntrustedOrigin(Unauthorized):
@@ -123,6 +146,8 @@ class MirrorTarget:
             "untrusted": 0,  # events refused: their origin is not one their link may speak for
         }
         self.dedup: dict[str, RecentIds] = {}
+        # per origin broker: messages and acks applied, duplicates dropped, acks kept to retry
+        self.origins: dict[str, OriginCounts] = {}
         self.acked: dict[str, RecentAcks] = {}
         for key, value in server.meta.items():
             if key.startswith(DEDUP_PREFIX) and value:
@@ -141,8 +166,24 @@ class MirrorTarget:
             recent = self.dedup[origin] = RecentIds(DEDUP_PREFIX + origin, 0, NEWEST_PREFIX + origin)
         return recent
 
+    def counts(self, origin: str) -> OriginCounts:
+        counts = self.origins.get(origin)
+        if counts is None:
+            counts = self.origins[origin] = OriginCounts()
+        return counts
+
     def status(self) -> dict[str, Any]:
-        return {**self.stats, **self.retries.stats, "pendingAckRetries": len(self.retries.tries)}
+        never = self.retries.never_matched
+        by_origin = {
+            origin: {**c.as_dict(), "acks_never_matched": never.get(origin, 0)}
+            for origin, c in self.origins.items()
+        }
+        return {
+            **self.stats,
+            **self.retries.stats,
+            "pendingAckRetries": len(self.retries.tries),
+            "origins": by_origin,
+        }
 
     def apply(self, remote_id: str, payload: bytes, trust: OriginTrust | None = None) -> bool:
         """Apply one delivery from `remote_id`; returns True when it journalled something durable.
@@ -193,8 +234,10 @@ class MirrorTarget:
     def _message(self, remote_id: str, m: decode.ReplicatedMessage, cause: Cause) -> bool:
         origin = m.broker_id or remote_id
         recent = self.dedup.get(origin) or self._recent(origin)
+        counts = self.origins.get(origin) or self.counts(origin)
         if recent.seen(m.mr_id):
             self.stats["duplicates"] += 1
+            counts.duplicates += 1
             return False
         recent.add(m.mr_id)
         srv = self.server
@@ -210,6 +253,7 @@ class MirrorTarget:
             log.warning("mirror from %s: message %d has no address; dropped", remote_id, m.mr_id)
             return True
         self.stats["messages"] += 1
+        counts.messages += 1
         only = list(m.target_queues) if m.target_queues is not None else None
         view = MessageView(m.payload, m.parts, m.expiry, m.header)
         msg = srv.router.route(
@@ -231,8 +275,11 @@ class MirrorTarget:
                 return False
             self.stats["acks"] += 1
             origin = ev.broker_id or remote_id
+            counts = self.origins.get(origin) or self.counts(origin)
+            counts.acks += 1
             outcome = self.ack(origin, ev.message_id, ev.queue, ev.reason, cause)
             if outcome == PENDING:
+                counts.ack_retries += 1
                 self.retries.add(origin, ev.message_id, ev.queue, int(ev.reason))
             return outcome == MATCHED or outcome == PENDING  # what journalled something
 

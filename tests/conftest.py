@@ -124,6 +124,8 @@ TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest
     "ha/test_lock_managers.py": "integration",
     "paging/test_paging_rules.py": "pure",
     "paging/test_page_replay.py": "pure",
+    "ops/": "integration",
+    "ops/test_log_lines.py": "pure",
     "spark_dr/": "spark",
     "installed/": "installed",
     "test_layers.py": "pure",

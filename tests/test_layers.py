@@ -22,6 +22,7 @@ LAYERS: list[tuple[str, int]] = [
     ("filters", 0),
     ("broker_core.vocabulary", 0),
     ("broker_core.compiled", 0),
+    ("broker_core.histogram", 0),
     ("broker_core.amqp", 1),
     ("broker_core.errors", 2),
     ("broker_core.security", 3),

@@ -374,6 +374,33 @@ class ClusterConnection(Frozen):
     reconnect_attempts: int = -1
 
 
+# ---------------------------------------------------------------- metrics
+
+# `<metrics><plugin class-name=...>` classes served as a Prometheus endpoint: ours, and Artemis's own
+# Prometheus plugin (a broker.xml written for Artemis keeps its metrics here)
+PROMETHEUS_PLUGIN = "org.amqp_mirror.metrics.PrometheusMetricsPlugin"
+PROMETHEUS_PLUGINS = frozenset(
+    {
+        PROMETHEUS_PLUGIN,
+        "com.redhat.amq.broker.core.server.metrics.plugins.ArtemisPrometheusMetricsPlugin",
+        "org.apache.activemq.artemis.core.server.metrics.plugins.ArtemisPrometheusMetricsPlugin",
+    }
+)
+
+
+class MetricsSettings(Frozen):
+    """`<metrics>`: the Prometheus endpoint (served only with a Prometheus plugin, see config/metrics.py)."""
+
+    enabled: bool = False
+    class_name: str = PROMETHEUS_PLUGIN
+    host: str = "127.0.0.1"  # as Artemis's web console: loopback unless the operator opens it
+    port: int = 9404
+    queues: str = ""  # comma-separated address-match patterns of queue names; none by default
+    max_queues: int = 100
+    mirror_rpo_seconds: float = 60.0  # what the alerts hold a mirror's oldest pending event to
+    mirror_behind_seconds: float = 10.0  # a mirror whose oldest pending event is older: logged as behind
+
+
 # ---------------------------------------------------------------- the broker
 
 
@@ -437,6 +464,8 @@ class BrokerConfig(Frozen):
     ha_policy: HaPolicy = HaPolicy()
     connectors: tuple[Connector, ...] = ()
     cluster_connections: tuple[ClusterConnection, ...] = ()
+
+    metrics: MetricsSettings = MetricsSettings()
     acceptors: tuple[Acceptor, ...] = ()
     addresses: tuple[AddressConfig, ...] = ()
     address_settings: tuple[AddressSettingEntry, ...] = ()

@@ -28,6 +28,7 @@ from broker_core.config.ha import (
     parse_connectors,
     parse_ha_policy,
 )
+from broker_core.config.metrics import parse_metrics
 from broker_core.config.model import BrokerConfig
 from broker_core.config.settings import parse_address_settings, parse_security_settings
 from broker_core.config.users import ROLES_FILE, USERS_FILE, load_roles, load_users
@@ -42,6 +43,7 @@ _SECTIONS: dict[str, tuple[str, Callable[[Reader, Element], Any]]] = {
     "ha-policy": ("ha_policy", parse_ha_policy),
     "connectors": ("connectors", parse_connectors),
     "cluster-connections": ("cluster_connections", parse_cluster_connections),
+    "metrics": ("metrics", parse_metrics),
 }
 _NOT_SCALARS = frozenset(
     {"source", "base_dir", "users", "roles", *(field for field, _ in _SECTIONS.values())}

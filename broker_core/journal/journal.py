@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from broker_core.histogram import BATCH_BOUNDS, Histogram
 from broker_core.journal import compaction, replication
 from broker_core.journal.codec import batch_frame, encode, encode_parts
 from broker_core.journal.errors import JournalClosedError, JournalFailedError, JournalFull
@@ -76,6 +77,7 @@ class Journal:
         self._taps: list[BatchTap] = []
         self._replication_requests: list[tuple[Callable[[ReplicationSnapshot], None], BatchTap]] = []
         self._replicating = 0  # snapshots being copied: compaction waits (their files must stay)
+        self.batch_records = Histogram(BATCH_BOUNDS)  # records per group commit, read by metrics
         # told (through ``dispatch``) when the writer fails for good, so the owner stops at once rather
         # than at its next append
         self.on_failure: Callable[[BaseException], None] | None = None
@@ -231,9 +233,15 @@ class Journal:
             "live_messages": len(state.messages),
             "fsyncs": writer.fsyncs if writer else 0,
             "records_written": writer.records_written if writer else 0,
+            "bytes_written": writer.bytes_written if writer else 0,
             "compactions": len(self._compactions),
             "last_compaction": self._compactions[-1] if self._compactions else None,
         }
+
+    @property
+    def fsync_seconds(self) -> Histogram | None:
+        """How long each fdatasync of the active segments took (None before `open`)."""
+        return self._writer.fsync_seconds if self._writer is not None else None
 
     def _check_usable(self) -> None:
         if self._failure is not None:
@@ -289,10 +297,13 @@ class Journal:
         if batch:
             entries = [entry for entry, _, _ in batch]
             done, full = len(batch), None
+            written = writer.records_written
             try:
                 writer.write_batch(entries)
             except NoSpace as exc:
                 done, full = exc.done, exc
+            if writer.records_written > written:
+                self.batch_records.observe(writer.records_written - written)
             if done:
                 for tap in self._taps:
                     tap(entries[:done])

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import errno
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from broker_core.histogram import FSYNC_BOUNDS, Histogram
 from broker_core.journal.files import create_segment, write_all
 from broker_core.journal.records import Record
 from broker_core.journal.segment import HEADER_SIZE, KIND_PLAIN, SegmentHeader, plain_name
@@ -76,6 +78,7 @@ class SegmentWriter:
         self._fd = -1
         self._position = 0
         self.fsyncs = 0
+        self.fsync_seconds = Histogram(FSYNC_BOUNDS)  # read by metrics; one observation per fdatasync
         self.records_written = 0
         self.bytes_written = 0
         self.rolled = False  # set on each roll; the journal clears it after checking for compaction
@@ -159,5 +162,7 @@ class SegmentWriter:
 
     def _sync_active(self) -> None:
         if self._sync:
+            started = time.perf_counter()
             os.fdatasync(self._fd)
+            self.fsync_seconds.observe(time.perf_counter() - started)
             self.fsyncs += 1

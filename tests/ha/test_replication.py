@@ -37,6 +37,8 @@ def test_the_backup_synchronizes_and_takes_over_with_everything_confirmed(
     backup.start()
     wait_until(lambda: "AMQ221024" in backup.log(), 30, "the backup to synchronize")
     wait_until(lambda: status(primary)["synchronized"] is True, 10, "the primary to see its backup in sync")
+    with Management(primary.url) as management:
+        assert management.call("isReplicaSync", []) is True
     with FailoverConnection(f"failover:({primary.url},{backup.url})?{FAST}") as conn:
         sender = conn.sender("orders")
         for i in range(100):
