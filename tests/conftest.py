@@ -111,6 +111,7 @@ TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest
     "paging/": "integration",
     "paging/test_paging_rules.py": "pure",
     "paging/test_page_replay.py": "pure",
+    "artemis/": "peers",
     "spark_dr/": "spark",
     "installed/": "installed",
     "test_layers.py": "pure",

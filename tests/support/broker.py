@@ -92,6 +92,7 @@ class BrokerProcess:
     log_path: Path | None = None
     starts: int = 0
     node_id: str | None = None  # fixed before the first start (else the broker makes one)
+    config: str | None = None  # a whole broker.xml text (e.g. one shared with an Artemis); else generated
 
     @property
     def url(self) -> str:
@@ -104,7 +105,8 @@ class BrokerProcess:
     def write_config(self) -> Path:
         etc = self.home / "etc"
         etc.mkdir(parents=True, exist_ok=True)
-        self.config_path.write_text(broker_xml(self.name, self.port, **self.xml_kwargs))
+        text = self.config if self.config is not None else broker_xml(self.name, self.port, **self.xml_kwargs)
+        self.config_path.write_text(text)
         (etc / "artemis-users.properties").write_text(USERS)
         (etc / "artemis-roles.properties").write_text(ROLES)
         node_file = self.home / "data" / "journal" / "node-id"
