@@ -7,7 +7,6 @@ each test works on addresses of its own, so the tests do not see each other's ev
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 

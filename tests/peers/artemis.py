@@ -139,7 +139,7 @@ class ArtemisProcess:
         assert java is not None
         return [
             java,
-            f"-Xms64m",
+            "-Xms64m",
             f"-Xmx{self.heap}",
             "-XX:+UseG1GC",
             "-XX:AutoBoxCacheMax=20000",
