@@ -135,6 +135,7 @@ TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest
     "test_fuzz_frames.py": "integration",
     "test_two_servers_one_process.py": "integration",
     "test_interop_rhea.py": "peers",
+    "test_artemis_parity.py": "integration",
     "test_peers_smoke.py": "peers",
 }
 

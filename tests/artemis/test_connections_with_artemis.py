@@ -101,3 +101,15 @@ def test_artemis_receiver_takes_messages_from_us(pair: tuple[BrokerProcess, Arte
     wait_until(lambda: depth(theirs, "o2a.orders") == 25, 30, "the 25 on Artemis")
     assert bodies(theirs, "o2a.orders") == sorted(f"b{i}" for i in range(25))
     wait_until(lambda: depth(mine, "o2a.orders") == 0, 30, "our queue emptied by Artemis's receiver")
+
+
+def test_our_management_client_stops_and_starts_artemis_broker_connections(
+    pair: tuple[BrokerProcess, ArtemisProcess],
+) -> None:
+    """Artemis answers a void operation with no body at all; our client took that for an error."""
+    from connections.cli import request
+
+    _, theirs = pair
+    assert request(theirs.url, "stopBrokerConnection", ["links"]) is None
+    assert request(theirs.url, "startBrokerConnection", ["links"]) is None
+    wait_until(lambda: theirs.log().count(CONNECTED) >= 2, 30, "Artemis's connection to come back")
