@@ -18,6 +18,9 @@ XML = """<?xml version="1.0"?>
     <persistence-enabled>true</persistence-enabled>
     <security-enabled>false</security-enabled>
     <journal-directory>data/journal</journal-directory>
+    <bindings-directory>data/bindings</bindings-directory>
+    <paging-directory>data/paging</paging-directory>
+    <large-messages-directory>data/large-messages</large-messages-directory>
     <acceptors><acceptor name="amqp">tcp://127.0.0.1:{port}?protocols=AMQP</acceptor></acceptors>
     <address-settings>
       <address-setting match="#">
@@ -29,11 +32,17 @@ XML = """<?xml version="1.0"?>
 </configuration>
 """
 
+
+def bench_broker_xml(port: int | str) -> str:
+    """The broker.xml of the harness, for our broker and for Artemis alike."""
+    return XML.replace("{port}", str(port))
+
+
 if __name__ == "__main__":
     workdir, port = Path(sys.argv[1]), sys.argv[2]
     etc = workdir / "etc"
     etc.mkdir(parents=True, exist_ok=True)
-    (etc / "broker.xml").write_text(XML.replace("{port}", port))
+    (etc / "broker.xml").write_text(bench_broker_xml(port))
     argv = [
         sys.executable,
         "-m",

@@ -7,7 +7,7 @@ Tiers, like the architecture (`pytest -m pure` gives feedback in seconds):
 - pure: no socket, no process: pure rules, the engine, the journal, brokers joined in memory;
 - adapter: our broker process against a scripted AMQP peer that speaks frames byte by byte;
 - integration: our brokers as processes, with real clients;
-- peers: with RabbitMQ, the Proton C broker or rhea;
+- peers: with Apache ActiveMQ Artemis (the reference), RabbitMQ, the Proton C broker or rhea;
 - spark: the DR job on a real Spark;
 - installed: the `amqp-mirror` command installed as a user installs it (fresh environments, pip), run
   as a process.
