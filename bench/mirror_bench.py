@@ -24,6 +24,7 @@ last event was accepted).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import tempfile
@@ -103,7 +104,20 @@ def _client(b: Broker) -> Management:
 
 
 def manage(b: Broker, operation: str, params: list[object]) -> object:
-    return _client(b).call(operation, params)
+    return _kept(b, lambda client: client.call(operation, params))
+
+
+def _kept(b: Broker, request: Callable[[Management], T]) -> T:
+    """``request`` on the kept connection; once more on a new one if the broker closed the kept one (an
+    idle connection is closed after the idle timeout, e.g. while another system's brokers warm up)."""
+    from proton import ConnectionException
+
+    try:
+        return request(_client(b))
+    except ConnectionException:
+        with contextlib.suppress(Exception):
+            _CLIENTS.pop(b.url).close()
+        return request(_client(b))
 
 
 def _snf_attribute(b: Broker, attribute: str) -> int:
@@ -111,7 +125,11 @@ def _snf_attribute(b: Broker, attribute: str) -> int:
     names = manage(b, "getQueueNames", [])
     assert isinstance(names, list)
     snfs = [str(n) for n in names if str(n).startswith("$ACTIVEMQ_ARTEMIS_MIRROR_")]
-    return sum(int(_client(b).get(attribute, resource=f"queue.{n}")) for n in snfs)
+    return sum(int(str(_kept(b, _getter(attribute, f"queue.{name}")))) for name in snfs)
+
+
+def _getter(attribute: str, resource: str) -> Callable[[Management], object]:
+    return lambda client: client.get(attribute, resource=resource)
 
 
 def sources(b: Broker) -> list[dict[str, object]]:

@@ -139,7 +139,7 @@ class ArtemisProcess:
         assert java is not None
         return [
             java,
-            "-Xms64m",
+            f"-Xms{self.heap}",  # a fixed heap, as Artemis's own artemis.profile starts it (-Xms512M)
             f"-Xmx{self.heap}",
             "-XX:+UseG1GC",
             "-XX:AutoBoxCacheMax=20000",
