@@ -1,4 +1,5 @@
-"""Our broker vs RabbitMQ vs the Proton C broker, back to back with the same load generator.
+"""Our broker vs Apache ActiveMQ Artemis, RabbitMQ and the Proton C broker, back to back with the same load
+generator (Artemis runs the very broker.xml ours runs: bench/ours_broker.py).
 
 Each round starts every system afresh (in a rotating order, so slow drifts of a shared machine's load
 do not always hit the same system), warms it up, runs one saturating throughput phase and, with rhea,
@@ -8,6 +9,7 @@ rounds and the ratios ours/peer, computed round by round (paired) and summarised
     .venv/bin/python bench/compare.py --size 1024 --count 30000 --rounds 5
     .venv/bin/python bench/compare.py --durable --size 1024 --count 30000 --rounds 5
     .venv/bin/python bench/compare.py --generator protonc --count 100000 --rounds 5
+    .venv/bin/python bench/compare.py --durable --systems ours,artemis --rounds 3
 """
 
 from __future__ import annotations
@@ -32,8 +34,8 @@ from bench.targets import Endpoint, open_target
 from broker_core import compiled
 from tests.peers.ports import free_port
 
-SYSTEMS = ("ours", "rabbitmq", "protonc")
-PEERS = ("rabbitmq", "protonc")
+SYSTEMS = ("ours", "artemis", "rabbitmq", "protonc")
+PEERS = ("artemis", "rabbitmq", "protonc")
 METERED = "ours-metrics"  # ours with its Prometheus endpoint on, scraped every second (not a default)
 SCRAPE_EVERY = 1.0
 

@@ -21,6 +21,9 @@ XML = """<?xml version="1.0"?>
     <persistence-enabled>true</persistence-enabled>
     <security-enabled>false</security-enabled>
     <journal-directory>data/journal</journal-directory>
+    <bindings-directory>data/bindings</bindings-directory>
+    <paging-directory>data/paging</paging-directory>
+    <large-messages-directory>data/large-messages</large-messages-directory>
     <acceptors><acceptor name="amqp">tcp://127.0.0.1:{port}?protocols=AMQP</acceptor></acceptors>
     <address-settings>
       <address-setting match="#">
@@ -33,6 +36,12 @@ XML = """<?xml version="1.0"?>
 </configuration>
 """
 
+
+def bench_broker_xml(port: int | str, metrics: str = "") -> str:
+    """The broker.xml of the harness, for our broker and for Artemis alike (`metrics`: ours only)."""
+    return XML.replace("{port}", str(port)).replace("{metrics}", metrics)
+
+
 if __name__ == "__main__":
     workdir, port = Path(sys.argv[1]), sys.argv[2]
     metrics = ""
@@ -44,7 +53,7 @@ if __name__ == "__main__":
         )
     etc = workdir / "etc"
     etc.mkdir(parents=True, exist_ok=True)
-    (etc / "broker.xml").write_text(XML.replace("{port}", port).replace("{metrics}", metrics))
+    (etc / "broker.xml").write_text(bench_broker_xml(port, metrics))
     argv = [
         sys.executable,
         "-m",

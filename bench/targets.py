@@ -1,4 +1,4 @@
-"""Brokers under test for the benchmarks: RabbitMQ, the Proton C broker, or any command / URL.
+"""Brokers under test for the benchmarks: Artemis, RabbitMQ, the Proton C broker, or any command / URL.
 
 A target yields an ``Endpoint``: where to connect, how to address a queue (durable or not), and the
 PID whose process tree is the broker (None when we did not start it, so no CPU can be measured).
@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
+from bench.ours_broker import bench_broker_xml
+from tests.peers.artemis import ArtemisProcess
+from tests.peers.artemis import availability as artemis_availability
 from tests.peers.ports import LOOPBACK, answers_amqp, free_port, wait_until
 from tests.peers.procs import start_session, stop_session
 from tests.peers.protonc import running_proton_broker
@@ -49,13 +52,35 @@ def open_target(target: str, broker_cmd: str | None, workdir: Path | None = None
                 return node.declare_durable_queue(name) if durable else f"/queue/{name}"
 
             yield Endpoint("rabbitmq", node.url, node.pid, rabbit_address)
+        elif target == "artemis":
+            broker = stack.enter_context(running_artemis(root / "artemis"))
+            yield Endpoint("artemis", broker.url, broker.pid, _plain_address)
         elif target == "protonc":
             broker = stack.enter_context(running_proton_broker(root / "proton-c"))
             yield Endpoint("protonc", broker.url, broker.pid, _plain_address)
         elif target.startswith("url:"):
             yield Endpoint(target, target[4:], None, _plain_address)
         else:
-            raise SystemExit(f"unknown --target {target!r}: use rabbitmq, protonc or url:amqp://HOST:PORT")
+            raise SystemExit(
+                f"unknown --target {target!r}: use artemis, rabbitmq, protonc or url:amqp://HOST:PORT"
+            )
+
+
+@contextmanager
+def running_artemis(home: Path) -> Iterator[ArtemisProcess]:
+    """Apache ActiveMQ Artemis from the very broker.xml our broker runs in the harness (bench-* addresses
+    become anycast queues): its AMQP acceptor, its default journal (ASYNCIO where libaio loads, else NIO)
+    with journal-datasync on, its default journal-buffer-timeout."""
+    ok, why = artemis_availability()
+    if not ok:
+        raise SystemExit(f"Artemis unavailable: {why}")
+    port = free_port()
+    broker = ArtemisProcess(home, bench_broker_xml(port), port=port)
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
 
 
 @contextmanager

@@ -143,6 +143,10 @@ class Termini:
             for k, v in source.filter.items()
         ):
             raise NotImplementedHere("message selectors are not supported yet")
+        if source.distribution_mode == "copy":
+            # A browser must not take what it reads (Artemis never does); until browsing is here, it is
+            # refused rather than served as a consumer whose accepts would remove the messages.
+            raise NotImplementedHere("browsing (distribution-mode copy) is not supported yet")
         srv = self.server
         subscription = None
         if source.dynamic:

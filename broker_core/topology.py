@@ -232,10 +232,12 @@ class Topology:
             self.persistence.persist(records.QueueRemoved(q.id))
         for o in self.observers.all:
             o.queue_removed(q, cause)
+        # A temporary address goes with its last queue whatever auto-delete-addresses says, as on Artemis
+        # (or every request/reply client would leave one address behind for good).
         if (
             addr is not None
             and addr.auto_created
             and not addr.queues
-            and self.settings_for(addr.name).auto_delete_addresses
+            and (addr.temporary or self.settings_for(addr.name).auto_delete_addresses)
         ):
             self.delete_address(addr.name, cause=cause)

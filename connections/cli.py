@@ -75,7 +75,8 @@ class Management:
         reply = self.replies.receive(timeout=self.timeout)
         self.replies.accept()
         body: Any = reply.body
-        result = json.loads(body)[0]
+        # Artemis answers a void operation (startBrokerConnection, createAddress, ...) with no body
+        result = json.loads(body)[0] if body is not None else None
         props: dict[str, Any] = reply.properties or {}
         if not props.get("_AMQ_OperationSucceeded"):
             raise RuntimeError(f"{what} failed: {result}")

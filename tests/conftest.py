@@ -7,7 +7,7 @@ Tiers, like the architecture (`pytest -m pure` gives feedback in seconds):
 - pure: no socket, no process: pure rules, the engine, the journal, brokers joined in memory;
 - adapter: our broker process against a scripted AMQP peer that speaks frames byte by byte;
 - integration: our brokers as processes, with real clients;
-- peers: with RabbitMQ, the Proton C broker or rhea;
+- peers: with Apache ActiveMQ Artemis (the reference), RabbitMQ, the Proton C broker or rhea;
 - spark: the DR job on a real Spark;
 - installed: the `amqp-mirror` command installed as a user installs it (fresh environments, pip), run
   as a process.
@@ -126,6 +126,7 @@ TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest
     "paging/test_page_replay.py": "pure",
     "ops/": "integration",
     "ops/test_log_lines.py": "pure",
+    "artemis/": "peers",
     "spark_dr/": "spark",
     "installed/": "installed",
     "test_layers.py": "pure",
@@ -150,6 +151,7 @@ TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest
     "test_fuzz_frames.py": "integration",
     "test_two_servers_one_process.py": "integration",
     "test_interop_rhea.py": "peers",
+    "test_artemis_parity.py": "integration",
     "test_peers_smoke.py": "peers",
 }
 

@@ -93,6 +93,7 @@ class BrokerProcess:
     starts: int = 0
     ready_text: str = "listening on"  # what its log says once it serves (an HA backup: "passive on")
     node_id: str | None = None  # fixed before the first start (else the broker makes one)
+    config: str | None = None  # a whole broker.xml text (e.g. one shared with an Artemis); else generated
 
     @property
     def url(self) -> str:
@@ -105,7 +106,8 @@ class BrokerProcess:
     def write_config(self) -> Path:
         etc = self.home / "etc"
         etc.mkdir(parents=True, exist_ok=True)
-        self.config_path.write_text(broker_xml(self.name, self.port, **self.xml_kwargs))
+        text = self.config if self.config is not None else broker_xml(self.name, self.port, **self.xml_kwargs)
+        self.config_path.write_text(text)
         (etc / "artemis-users.properties").write_text(USERS)
         (etc / "artemis-roles.properties").write_text(ROLES)
         node_file = self.home / "data" / "journal" / "node-id"

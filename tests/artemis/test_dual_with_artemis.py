@@ -1,0 +1,174 @@
+"""A dual mirror between our broker and Apache ActiveMQ Artemis, both from the very same broker.xml.
+
+Each broker runs ``config(own port, mirror to the other's port)``: one text, two ports. Traffic and
+acknowledgements flow both ways without echo; a crash (SIGKILL) of either broker, as the source or as
+the target of a stream, loses nothing and duplicates nothing; ``sync="true"`` holds a client's
+confirmation while the other side is down.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from proton import Message
+
+from tests.artemis.support import (
+    Broker,
+    artemis,
+    bodies,
+    call,
+    config,
+    depth,
+    mirror_complaints,
+    mirror_connection,
+    ours,
+    queue_names,
+    send_to_queue,
+)
+from tests.peers.artemis import CONNECTED, ArtemisProcess
+from tests.peers.ports import free_port, wait_until
+from tests.support.broker import BrokerProcess
+from tests.support.client import connect, receive
+
+pytestmark = pytest.mark.usefixtures("artemis_available")
+
+Pair = tuple[BrokerProcess, ArtemisProcess]
+SNF = "$ACTIVEMQ_ARTEMIS_MIRROR_peer"
+
+
+def start_pair(root: Path, mirror_attrs: str = "") -> Pair:
+    o_port, a_port = free_port(), free_port()
+    ours_xml = config(o_port, mirror_connection("peer", a_port, mirror_attrs))
+    artemis_xml = config(a_port, mirror_connection("peer", o_port, mirror_attrs))
+    # the same file for both brokers: only the two port numbers differ
+    assert ours_xml.replace(str(o_port), "P").replace(str(a_port), "Q") == artemis_xml.replace(
+        str(a_port), "P"
+    ).replace(str(o_port), "Q")
+    dc1 = ours(root / "ours", o_port, ours_xml).start()
+    dc2 = artemis(root / "artemis", a_port, artemis_xml).start()
+    dc2.wait_for(CONNECTED, 30, "to connect its mirror to ours")
+    wait_until(lambda: "AMQ111003" in dc1.log(), 30, "our mirror to connect to Artemis")
+    return dc1, dc2
+
+
+def drained(dc1: BrokerProcess, dc2: ArtemisProcess) -> bool:
+    ours_pending = sum(s["pendingEvents"] for s in call(dc1, "getMirrorStatus")["sources"])
+    return ours_pending == 0 and depth(dc2, SNF) == 0
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory, artemis_available: None) -> Iterator[Pair]:
+    dc1, dc2 = start_pair(tmp_path_factory.mktemp("dual-artemis"))
+    try:
+        yield dc1, dc2
+        assert mirror_complaints(dc2) == []
+    finally:
+        dc1.stop()
+        dc2.stop()
+
+
+def test_sends_and_acks_flow_both_ways_without_echo(pair: Pair) -> None:
+    dc1, dc2 = pair
+    send_to_queue(dc1, "both", [f"o{i}" for i in range(100)])
+    send_to_queue(dc2, "both", [f"a{i}" for i in range(100)])
+    wait_until(lambda: depth(dc1, "both") == 200 and depth(dc2, "both") == 200, 30, "200 on each side")
+    assert len(receive(dc1.url, "both", 30)) == 30  # acks from ours to Artemis
+    assert len(receive(dc2.url, "both", 50)) == 50  # and from Artemis to ours
+    wait_until(lambda: depth(dc1, "both") == 120 and depth(dc2, "both") == 120, 30, "120 on each side")
+    wait_until(lambda: drained(dc1, dc2), 30, "both mirrors to drain")
+    assert depth(dc1, "both") == depth(dc2, "both") == 120, "an event echoed"
+    assert bodies(dc1, "both") == bodies(dc2, "both")
+    assert call(dc1, "getMirrorStatus")["target"]["duplicates"] == 0
+
+
+def test_queues_made_and_removed_on_either_side_appear_on_the_other(pair: Pair) -> None:
+    dc1, dc2 = pair
+    send_to_queue(dc1, "from.ours", ["x"])
+    send_to_queue(dc2, "from.artemis", ["y"])
+    wait_until(lambda: depth(dc2, "from.ours") == 1 and depth(dc1, "from.artemis") == 1, 30, "both")
+    call(dc1, "destroyQueue", "from.artemis")
+    call(dc2, "destroyQueue", "from.ours")
+    wait_until(
+        lambda: "from.artemis" not in queue_names(dc2) and "from.ours" not in queue_names(dc1),
+        30,
+        "each removal applied on the other side",
+    )
+    wait_until(lambda: drained(dc1, dc2), 30, "both mirrors to drain")
+    assert "from.ours" not in queue_names(dc2) and "from.artemis" not in queue_names(dc1)
+
+
+def _stream(broker: Broker, address: str, prefix: str, count: int, accepted: list[str]) -> threading.Thread:
+    """Send ``count`` durable messages one by one, noting each Accepted, until done or cut off."""
+
+    def run() -> None:
+        try:
+            with connect(broker.url) as conn:
+                sender = conn.create_sender(address)
+                for i in range(count):
+                    sender.send(Message(body=f"{prefix}{i}", durable=True))
+                    accepted.append(f"{prefix}{i}")
+        except Exception:
+            pass
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def _crash_mid_stream(sender: Broker, victim: Broker, prefix: str, all_accepted: list[str]) -> None:
+    accepted: list[str] = []
+    thread = _stream(sender, "outage", prefix, 400, accepted)
+    wait_until(lambda: len(accepted) >= 100, 60, f"{prefix}: 100 sends accepted before the crash")
+    victim.kill()
+    thread.join(60)
+    if sender is not victim:
+        thread = _stream(sender, "outage", prefix + "late", 50, accepted)  # while the other is down
+        thread.join(60)
+    victim.start()
+    all_accepted.extend(accepted)
+
+
+def test_a_crash_of_either_side_mid_stream_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    dc1, dc2 = start_pair(tmp_path)
+    try:
+        send_to_queue(dc1, "outage", [])  # the queue, on both sides
+        wait_until(lambda: depth(dc2, "outage") == 0, 30, "the queue on Artemis")
+        accepted: list[str] = []
+        _crash_mid_stream(dc1, dc1, "ours-source-killed-", accepted)
+        _crash_mid_stream(dc1, dc2, "artemis-target-killed-", accepted)
+        _crash_mid_stream(dc2, dc2, "artemis-source-killed-", accepted)
+        _crash_mid_stream(dc2, dc1, "ours-target-killed-", accepted)
+        wait_until(lambda: drained(dc1, dc2), 90, "both mirrors to drain after the crashes")
+        on_ours, on_artemis = bodies(dc1, "outage"), bodies(dc2, "outage")
+        assert len(on_ours) == len(set(on_ours)), "a message duplicated on our side"
+        assert on_ours == on_artemis, "the two sides differ after the crashes"
+        assert set(accepted) <= set(on_ours), "an accepted message was lost"
+        assert mirror_complaints(dc2) == []
+    finally:
+        dc1.stop()
+        dc2.stop()
+
+
+def test_sync_holds_the_confirmation_while_the_other_side_is_down(tmp_path: Path) -> None:
+    dc1, dc2 = start_pair(tmp_path, 'sync="true"')
+    try:
+        send_to_queue(dc1, "synced", ["s0"])  # confirmed while both are up
+        send_to_queue(dc2, "synced", ["s1"])
+        wait_until(lambda: depth(dc1, "synced") == 2 and depth(dc2, "synced") == 2, 30, "both on both")
+        for sender, other in ((dc1, dc2), (dc2, dc1)):
+            other.kill()
+            accepted: list[str] = []
+            thread = _stream(sender, "synced", f"held-by-{type(sender).__name__}-", 1, accepted)
+            thread.join(3)
+            assert accepted == [], "a sync mirror confirmed a send while its target was down"
+            other.start()
+            thread.join(60)
+            assert len(accepted) == 1, "the send was not confirmed once the target was back"
+            same = (lambda a, b: lambda: depth(a, "synced") == depth(b, "synced"))(other, sender)
+            wait_until(same, 30, "the same depth on both sides")
+    finally:
+        dc1.stop()
+        dc2.stop()
