@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Protocol
 
-from broker_core.config.model import BrokerConfig, Connector, HaKind, HaRole
+from broker_core.config.model import BrokerConfig, HaKind, HaRole
 from broker_core.ha.lock_managers import LockManagerError
 from broker_core.ha.shared_store import SharedStore
 from broker_core.ha.states import Action, Event, State, next_step
@@ -138,12 +138,6 @@ class SharedStoreCoordinator:
         return {"sharedState": self.store.state()}
 
 
-def partner(config: BrokerConfig) -> Connector | None:
-    """The other server of the pair, when the configuration names exactly one."""
-    others = config.ha_partners()
-    return others[0] if len(others) == 1 else None
-
-
 class HaController:
     def __init__(
         self,
@@ -161,7 +155,7 @@ class HaController:
         self.state = State.STARTING
         self.broker = self._new_broker()
         self.coordinator = self._new_coordinator()
-        other = partner(config)
+        other = config.ha_partner()
         self.active_elsewhere = (other.host, other.port) if other is not None else None
         self.passive: PassiveListener | None = None
         self._waiting_since = 0.0  # a primary: when it began to wait for its lock

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from broker_core.amqp.performatives import ACCEPTED_BYTES, Attach, Source, Target
 from broker_core.config.model import AmqpConnection, Endpoint, HaRole
+from broker_core.config.uri import parse_acceptor_uri
 from broker_core.ha.lock_managers import LockManager, LockManagerError, lock_manager_for
 from broker_core.ha.node_files import read_activation_sequence, write_activation_sequence
 from broker_core.ha.replica import Replica
@@ -290,16 +291,17 @@ class ReplicationCoordinator:
         if self.client is not None:
             return
         config = self.controller.config
-        other = self.controller.active_elsewhere
+        other = config.ha_partner()
         if other is None:
             log.error("AMQ222328: %s has no partner <connector> to replicate from", config.name)
             return
-        host, port = other
         cluster = config.cluster_connection()
         connection = AmqpConnection(
             name=f"replication:{self.role}:{config.name}",
-            uri=f"tcp://{host}:{port}",
-            endpoints=(Endpoint(host=host, port=port),),
+            uri=other.uri,  # its parameters too: sslEnabled and the trust store make it TLS
+            endpoints=(
+                Endpoint(host=other.host, port=other.port, params=parse_acceptor_uri(other.uri).params),
+            ),
             user=config.cluster_user,
             password=config.cluster_password,
             retry_interval=self.policy.retry_replication_wait,

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -20,75 +16,15 @@ from proton.utils import BlockingConnection
 from tests.conftest import require
 from tests.peers.ports import AMQP_HEADER, LOOPBACK, SASL_HEADER, wait_until
 from tests.support.broker import REPO, BrokerProcess
+from tests.support.certs import HOSTNAME, CertFiles, make_certs
 from tests.support.client import send
 from tests.support.raw_amqp import RawPeer
-
-HOSTNAME = "localhost"
-
-
-@dataclass(frozen=True)
-class CertFiles:
-    cert: Path
-    key: Path
-
-
-def _with_cryptography(directory: Path) -> CertFiles | None:
-    try:
-        from cryptography import x509
-        from cryptography.hazmat.primitives import hashes, serialization
-        from cryptography.hazmat.primitives.asymmetric import ec
-        from cryptography.x509.oid import NameOID
-    except ImportError:
-        return None
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, HOSTNAME)])
-    now = datetime.datetime.now(datetime.UTC)
-    alt_names = [x509.DNSName(HOSTNAME), x509.IPAddress(ipaddress.ip_address(LOOPBACK))]
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    files = CertFiles(directory / "broker.pem", directory / "broker.key")
-    files.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    files.key.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return files
-
-
-def _with_openssl(directory: Path) -> CertFiles | None:
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        return None
-    files = CertFiles(directory / "broker.pem", directory / "broker.key")
-    argv = [openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"]
-    argv += ["-nodes", "-keyout", str(files.key), "-out", str(files.cert), "-days", "1"]
-    argv += ["-subj", f"/CN={HOSTNAME}", "-addext", f"subjectAltName=DNS:{HOSTNAME},IP:{LOOPBACK}"]
-    subprocess.run(
-        argv,
-        check=True,
-        capture_output=True,
-        timeout=30,
-    )
-    return files
 
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> CertFiles:
     directory = tmp_path_factory.mktemp("certs")
-    files = _with_cryptography(directory) or _with_openssl(directory)
+    files = make_certs(directory)
     require("a certificate generator", files is not None, "neither the cryptography package nor openssl")
     assert files is not None
     return files
@@ -152,7 +88,7 @@ def test_client_verifying_the_host_name_connects(broker: BrokerProcess, certs: C
 
 
 def test_client_not_trusting_the_certificate_is_refused(broker: BrokerProcess, tmp_path: Path) -> None:
-    stranger = _with_cryptography(tmp_path) or _with_openssl(tmp_path)
+    stranger = make_certs(tmp_path)
     assert stranger is not None
     with pytest.raises(ConnectionException):
         _round_trip(_tls_url(broker), _domain(stranger.cert, SSLDomain.VERIFY_PEER), "never")
@@ -209,7 +145,7 @@ def test_run_with_a_missing_certificate_file_says_so_without_a_traceback(tmp_pat
 def test_need_client_auth_admits_only_clients_with_a_trusted_certificate(
     tmp_path: Path, certs: CertFiles
 ) -> None:
-    client = _with_cryptography(tmp_path) or _with_openssl(tmp_path)
+    client = make_certs(tmp_path)
     assert client is not None
     params = f"sslEnabled=true;sslCertPath={certs.cert};sslKeyPath={certs.key}"
     params += f";needClientAuth=true;sslCaPath={client.cert}"

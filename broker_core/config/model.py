@@ -489,6 +489,11 @@ class BrokerConfig(Frozen):
             return tuple(c for c in named if (c.host, c.port) not in own)
         return tuple(c for c in self.connectors if (c.host, c.port) not in own)
 
+    def ha_partner(self) -> Connector | None:
+        """The other server of the pair, when the configuration names exactly one."""
+        others = self.ha_partners()
+        return others[0] if len(others) == 1 else None
+
     def cluster_connection(self) -> ClusterConnection | None:
         wanted = self.ha_policy.cluster_name
         for cluster in self.cluster_connections:

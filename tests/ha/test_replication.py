@@ -13,10 +13,12 @@ from proton import Message
 from broker_core.journal.node_id import coordinated_node_id
 from connections.cli import Management
 from connections.failover import FailoverConnection, InDoubtError
+from tests.conftest import require
 from tests.ha.test_shared_store import stays
 from tests.peers.ports import wait_until
 from tests.peers.zookeeper import Ensemble
 from tests.support.broker import BrokerProcess
+from tests.support.certs import make_certs
 from tests.support.client import receive, send
 from tests.support.ha import replicated_pair
 
@@ -244,3 +246,19 @@ def test_competing_primaries_with_a_coordination_id(tmp_path: Path, zookeeper: E
     assert [m.body for m in receive(second.url, "orders", 50, timeout=2)] == list(range(20))
     second.stop()
     first.stop()
+
+
+def test_replication_over_tls(tmp_path: Path, zookeeper: Ensemble) -> None:
+    """Acceptors that serve TLS only, connectors that trust their certificate: the backup synchronizes
+    (so the stream ran over TLS: there is no other way in) and takes over."""
+    certs = make_certs(tmp_path)
+    require("a certificate generator", certs is not None, "neither the cryptography package nor openssl")
+    assert certs is not None
+    primary, backup = replicated_pair(tmp_path, zookeeper.connect_string, "r9", tls=certs)
+    primary.start()
+    backup.start()
+    wait_until(lambda: "AMQ221024" in backup.log(), 30, "the backup to synchronize over TLS")
+    assert "(TLS)" in primary.log()
+    primary.kill()
+    wait_until(lambda: "AMQ221010" in backup.log(), 30, "the backup to take over")
+    backup.stop()

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from tests.peers.ports import free_port
 from tests.support.broker import BrokerProcess
+from tests.support.certs import CertFiles
 
 ORDERS = '<address name="orders"><anycast><queue name="orders"/></anycast></address>'
 
@@ -53,11 +54,13 @@ def replicated_pair(
     *,
     roles: tuple[str, str] = ("primary", "backup"),
     ttl: int = 60000,
+    tls: CertFiles | None = None,
 ) -> tuple[BrokerProcess, BrokerProcess]:
     """Two brokers, each with its own data directories, replicating through the cluster user, with a
     ZooKeeper lock manager (a short session: failover takes about session-ms). Each finds the other as
     an Artemis pair does: a `<cluster-connection>` whose static connector is the partner; `ttl` is its
-    connection-ttl (how soon a silent partner counts as gone)."""
+    connection-ttl (how soon a silent partner counts as gone). With `tls`, both acceptors serve TLS only
+    and each connector trusts the certificate: replication runs over TLS."""
     p1, p2 = free_port(), free_port()
     manager = (
         "<manager><properties>"
@@ -67,6 +70,8 @@ def replicated_pair(
         "</properties></manager>"
     )
     cluster = "<cluster-user>cluster</cluster-user><cluster-password>cluster-secret</cluster-password>"
+    acceptor = f"sslEnabled=true;sslCertPath={tls.cert};sslKeyPath={tls.key}" if tls else ""
+    trust = f"?sslEnabled=true;trustStorePath={tls.cert}" if tls else ""
     brokers = []
     for name, port, role, other, options in (
         ("primary", p1, roles[0], p2, primary_options),
@@ -74,8 +79,8 @@ def replicated_pair(
     ):
         policy = f"<ha-policy><replication><{role}>{manager}{options}</{role}></replication></ha-policy>"
         connectors = (
-            f'<connectors><connector name="self">tcp://127.0.0.1:{port}</connector>'
-            f'<connector name="partner">tcp://127.0.0.1:{other}</connector></connectors>'
+            f'<connectors><connector name="self">tcp://127.0.0.1:{port}{trust}</connector>'
+            f'<connector name="partner">tcp://127.0.0.1:{other}{trust}</connector></connectors>'
             '<cluster-connections><cluster-connection name="pair"><connector-ref>self</connector-ref>'
             f"<connection-ttl>{ttl}</connection-ttl>"
             "<static-connectors><connector-ref>partner</connector-ref></static-connectors>"
@@ -86,7 +91,11 @@ def replicated_pair(
                 home / name,
                 name=name,
                 port=port,
-                xml_kwargs={"addresses": ORDERS, "extra": policy + connectors + cluster},
+                xml_kwargs={
+                    "addresses": ORDERS,
+                    "extra": policy + connectors + cluster,
+                    "acceptor_params": acceptor,
+                },
                 ready_text="AMQ221007" if role == "primary" else "passive on",
             )
         )
