@@ -1,9 +1,17 @@
-"""A shared-store primary/backup pair of broker processes on one data directory (tests/ha/)."""
+"""HA pairs of broker processes (tests/ha/): shared store on one data directory, or replicated with a
+ZooKeeper lock manager; and traffic through the failover client across a failure."""
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from proton import Message
+
+from connections.failover import FailoverConnection, InDoubtError, ReceiveTimeout
 from tests.peers.ports import free_port
 from tests.support.broker import BrokerProcess
 from tests.support.certs import CertFiles
@@ -100,3 +108,90 @@ def replicated_pair(
             )
         )
     return brokers[0], brokers[1]
+
+
+@dataclass
+class Traffic:
+    """What a producer and a consumer on the failover client saw across a failure (counts printed)."""
+
+    sent: int = 0  # confirmed sends (each message is retried until confirmed: all of them in the end)
+    sends_retried: int = 0  # in doubt, sent again with the same _AMQ_DUPL_ID
+    received: list[int] = field(default_factory=list)
+    accepts_in_doubt: int = 0  # the broker may deliver these again
+    errors: list[BaseException] = field(default_factory=list)
+
+    def summary(self) -> str:
+        duplicates = len(self.received) - len(set(self.received))
+        return (
+            f"{self.sent} sent and confirmed ({self.sends_retried} retried in doubt), "
+            f"{len(self.received)} received ({duplicates} redelivered after {self.accepts_in_doubt} "
+            "accepts in doubt)"
+        )
+
+
+class FailoverTraffic:
+    """A producer (each message with its own `_AMQ_DUPL_ID`, sent again while in doubt: seed 001 §5) and
+    a consumer, each on its own failover client and thread, until `count` distinct messages are received."""
+
+    def __init__(self, uri: str, count: int, address: str = "orders") -> None:
+        self.uri, self.count, self.address = uri, count, address
+        self.traffic = Traffic()
+        self.stop = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._guard(self._produce), daemon=True),
+            threading.Thread(target=self._guard(self._consume), daemon=True),
+        ]
+
+    def __enter__(self) -> FailoverTraffic:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()  # a failed test must not leave them retrying for ever
+
+    def join(self, timeout: float) -> Traffic:
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(deadline - time.monotonic(), 0))
+        assert not any(t.is_alive() for t in self._threads), f"traffic unfinished: {self.traffic.summary()}"
+        assert not self.traffic.errors, self.traffic.errors
+        return self.traffic
+
+    def _guard(self, run: Callable[[], None]) -> Callable[[], None]:
+        def guarded() -> None:
+            try:
+                run()
+            except BaseException as exc:
+                self.traffic.errors.append(exc)
+
+        return guarded
+
+    def _produce(self) -> None:
+        with FailoverConnection(self.uri) as conn:
+            sender = conn.sender(self.address)
+            for i in range(self.count):
+                message = Message(body=i, durable=True, properties={"_AMQ_DUPL_ID": f"{self.address}-{i}"})
+                while not self.stop.is_set():
+                    try:
+                        sender.send(message)
+                        break
+                    except InDoubtError:
+                        self.traffic.sends_retried += 1
+                self.traffic.sent += 1
+
+    def _consume(self) -> None:
+        seen: set[int] = set()
+        with FailoverConnection(self.uri) as conn:
+            receiver = conn.receiver(self.address)
+            while len(seen) < self.count and not self.stop.is_set():
+                try:
+                    message = receiver.receive(timeout=1)
+                except ReceiveTimeout:
+                    continue
+                self.traffic.received.append(message.body)
+                seen.add(message.body)
+                try:
+                    receiver.accept()
+                except InDoubtError:
+                    self.traffic.accepts_in_doubt += 1
