@@ -4,7 +4,7 @@ Records persisted during one loop turn go to the journal as one batch: one write
 commit). Two ways to wait for them:
 
 - `after_durable(cb)`: `cb` runs once everything persisted so far is on disk, and every registered
-  *barrier* has released it (HA replication will be one: the backup has the records too).
+  *barrier* has released it (HA replication is one: the backup has the records too).
 - `confirm(cb)`: the same, and every registered *condition* holds for what was done since the last
   confirmation (a `sync` mirror is one: the events the operation produced were accepted remotely).
   A durable send is Accepted, and a consumer's acknowledgement settled, only through `confirm`.
@@ -85,7 +85,7 @@ class Persistence:
         self.rolled_back: set[int] = set()  # ids of messages whose sends failed: their records are dropped
         self.on_space: Callable[[bool], None] | None = None  # told when the disk fills and has room again
         self._meta: dict[str, bytes | Callable[[], bytes]] = {}
-        self._batch_hooks: list[Callable[[], Callback | None]] = []
+        self._batch_hooks: list[tuple[Callable[[], Callback | None], bool]] = []  # (hook, past barriers)
         self._syncs: dict[int, Syncable] = {}
         self._conditions: list[Condition] = []
         self._barriers: list[Condition] = []
@@ -112,11 +112,12 @@ class Persistence:
         if barrier in self._barriers:
             self._barriers.remove(barrier)
 
-    def on_batch(self, hook: Callable[[], Callback | None]) -> None:
+    def on_batch(self, hook: Callable[[], Callback | None], past_barriers: bool = False) -> None:
         """`hook()` is asked as each batch is handed over (it may add records with `persist_now`); the
         callbacks the hooks return run first once the batch is on disk, in the order the hooks were
-        registered, before the batch's confirmations (and without waiting for any barrier)."""
-        self._batch_hooks.append(hook)
+        registered, before the batch's confirmations. With `past_barriers`, the callback also waits for
+        every barrier (what leaves the broker must be on the replica too); never for a condition."""
+        self._batch_hooks.append((hook, past_barriers))
 
     def persist_now(self, record: Any) -> None:
         """Add a record to the batch being handed over (from a batch hook)."""
@@ -209,7 +210,6 @@ class Persistence:
     def flush(self) -> None:
         """Hand the batch to the journal: one group commit covers everything since the last one."""
         self._scheduled = False
-        self.flushes += 1
         if self._meta:
             for key, value in self._meta.items():
                 if callable(value):  # set_meta_at_flush: read it now
@@ -217,10 +217,13 @@ class Persistence:
                 self._records.append(records.MetaRecord(key, value))
             self._meta.clear()
         firsts = []
-        for hook in self._batch_hooks:
+        for hook, past_barriers in self._batch_hooks:
             first = hook()
             if first is not None:
+                if past_barriers and self._barriers:
+                    first = self._gated(first, self._barriers)  # before the count moves: this batch's
                 firsts.append(first)
+        self.flushes += 1
         recs, cbs, failures = self._records, self._callbacks, self._failures
         if firsts:
             cbs[:0] = firsts

@@ -56,7 +56,9 @@ class Router:
         self._later: list[MessageRef] = []  # for after-durable queues, in journal order
         # In this order: what a batch enqueues late must be in its queue before that queue's pages of
         # the same batch become readable (which could otherwise overtake it).
-        persistence.on_batch(self._hand_on_later)
+        # the store-and-forward queue's events leave for the other data centre: only once a replica
+        # has them too, or a failover could leave the other data centre ahead of this one
+        persistence.on_batch(self._hand_on_later, past_barriers=True)
         persistence.on_batch(paging.on_batch)
 
     def route(

@@ -125,14 +125,30 @@ def test_a_barrier_holds_every_durable_callback(memory: Persistence) -> None:
 
 
 def test_batch_hooks_run_first_and_ignore_barriers(memory: Persistence) -> None:
-    """The store-and-forward queue's hand-on is the batch hook: it needs the disk only (a barrier that
-    waited for it would wait for ever in a sync mirror)."""
+    """A batch hook's callback (paging's: cursors may read a committed page) needs the disk only."""
     memory.add_barrier(Gate())
     done: list[str] = []
     memory.on_batch(lambda: lambda: done.append("hook"))
     memory.after_durable(lambda: done.append("held"))
     memory.flush()
     assert done == ["hook"]
+
+
+def test_a_hook_past_barriers_waits_for_them_and_never_for_a_condition(memory: Persistence) -> None:
+    """The store-and-forward queue's hand-on: what leaves for the other data centre must be on the
+    replica too (a barrier), but never waits for a sync mirror's condition (it would wait for itself)."""
+    replica, sync_mirror = Gate(), Gate()
+    memory.add_barrier(replica)
+    memory.add_condition(sync_mirror)
+    done: list[str] = []
+    memory.on_batch(lambda: lambda: done.append("hand on"), past_barriers=True)
+    memory.confirm(lambda: done.append("client"))
+    memory.flush()
+    assert done == []
+    replica.release_all()
+    assert done == ["hand on"]  # the client still waits for the mirror
+    sync_mirror.release_all()
+    assert done == ["hand on", "client"]
 
 
 @pytest.fixture

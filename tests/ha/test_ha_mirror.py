@@ -14,9 +14,10 @@ from proton import Message
 from connections.cli import Management
 from connections.failover import FailoverConnection, InDoubtError
 from tests.peers.ports import wait_until
+from tests.peers.zookeeper import Ensemble
 from tests.support.broker import BrokerProcess
 from tests.support.client import receive
-from tests.support.ha import shared_pair
+from tests.support.ha import ORDERS, replicated_pair, shared_pair
 
 FAST = "initialReconnectDelay=10&maxReconnectDelay=200&randomize=false"
 
@@ -77,3 +78,30 @@ def test_both_data_centres_fail_over_and_the_mirror_carries_on(tmp_path: Path) -
     assert on_dc2 == on_dc1  # and on DC2, in the same order: nothing lost, nothing twice
     dc1_backup.stop()
     dc2_backup.stop()
+
+
+def test_a_replicated_data_centre_fails_over_and_the_mirror_carries_on(
+    tmp_path: Path, zookeeper: Ensemble
+) -> None:
+    """DC1 a replicated pair (ZooKeeper): its store-and-forward queue is replicated state, and an event
+    leaves for DC2 only once the backup has it too; the primary dies mid-stream, the backup carries on
+    mirroring. DC2 ends with what DC1 has, in the same order."""
+    dc2 = BrokerProcess(tmp_path / "dc2", name="dc2", xml_kwargs={"addresses": ORDERS}).start()
+    link = f'uri="tcp://127.0.0.1:{dc2.port}" name="DC2" retry-interval="100"'
+    mirror = f"<broker-connections><amqp-connection {link}><mirror/></amqp-connection></broker-connections>"
+    dc1, dc1_backup = replicated_pair(tmp_path / "dc1", zookeeper.connect_string, "m1", extra=mirror)
+    dc1.start()
+    dc1_backup.start()
+    wait_until(lambda: "AMQ221024" in dc1_backup.log(), 30, "DC1's backup to synchronize")
+    dc1_uri = f"failover:({dc1.url},{dc1_backup.url})?{FAST}"
+    retried = send_all(dc1_uri, 0, 200, kill=dc1)  # DC1's primary dies midway: its backup takes over
+    wait_until(lambda: "AMQ221010" in dc1_backup.log(), 30, "DC1's backup to take over")
+    retried += send_all(dc1_uri, 200, 400)
+    wait_until(lambda: pending(dc1_backup) == 0, 60, "DC1's mirror to drain to DC2")
+    on_dc1 = [m.body for m in receive(dc1_backup.url, "orders", 1000, timeout=2, accept=None)]
+    on_dc2 = [m.body for m in receive(dc2.url, "orders", 1000, timeout=2, accept=None)]
+    print(f"replication + mirror: 400 sent ({retried} retried), DC1 holds {len(on_dc1)}, DC2 {len(on_dc2)}")
+    assert sorted(on_dc1) == list(range(400))
+    assert on_dc2 == on_dc1
+    dc1_backup.stop()
+    dc2.stop()

@@ -63,6 +63,7 @@ def replicated_pair(
     roles: tuple[str, str] = ("primary", "backup"),
     ttl: int = 60000,
     tls: CertFiles | None = None,
+    extra: str = "",
 ) -> tuple[BrokerProcess, BrokerProcess]:
     """Two brokers, each with its own data directories, replicating through the cluster user, with a
     ZooKeeper lock manager (a short session: failover takes about session-ms). Each finds the other as
@@ -101,7 +102,7 @@ def replicated_pair(
                 port=port,
                 xml_kwargs={
                     "addresses": ORDERS,
-                    "extra": policy + connectors + cluster,
+                    "extra": policy + connectors + cluster + extra,
                     "acceptor_params": acceptor,
                 },
                 ready_text="AMQ221007" if role == "primary" else "passive on",
