@@ -3,13 +3,17 @@ loopback), one broker process each with its own data directories (spec A1's R an
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
 from pathlib import Path
 
-from proton import Message
+import pytest
+from proton import Message, ProtonException
+from proton.utils import BlockingConnection
 
+from broker_core.ha.replication_wire import REPLICATION_ADDRESS
 from broker_core.journal.node_id import coordinated_node_id
 from connections.cli import Management
 from connections.failover import FailoverConnection, InDoubtError
@@ -19,7 +23,7 @@ from tests.peers.ports import wait_until
 from tests.peers.zookeeper import Ensemble
 from tests.support.broker import BrokerProcess
 from tests.support.certs import make_certs
-from tests.support.client import receive, send
+from tests.support.client import connect, receive, send
 from tests.support.ha import FailoverTraffic, replicated_pair
 
 FAST = "initialReconnectDelay=10&maxReconnectDelay=200&randomize=false"
@@ -283,3 +287,26 @@ def test_replication_over_tls(tmp_path: Path, zookeeper: Ensemble) -> None:
     primary.kill()
     wait_until(lambda: "AMQ221010" in backup.log(), 30, "the backup to take over")
     backup.stop()
+
+
+def test_only_the_cluster_user_replicates_and_a_silent_backup_times_out(
+    tmp_path: Path, zookeeper: Ensemble
+) -> None:
+    """The replication service takes the cluster user only; a backup that takes the copy but never
+    confirms its end is dropped after initial-replication-sync-timeout, and the primary serves on."""
+    timeout = "<initial-replication-sync-timeout>1000</initial-replication-sync-timeout>"
+    primary, _ = replicated_pair(tmp_path, zookeeper.connect_string, "r11", timeout)
+    primary.start()
+    assert send(primary.url, "orders", range(10)) == 10
+    with connect(primary.url, "admin", "secret") as conn, pytest.raises(ProtonException):
+        conn.create_receiver(REPLICATION_ADDRESS)  # a user, even an admin, is not the cluster user
+    conn = BlockingConnection(primary.url, user="cluster", password="cluster-secret", allowed_mechs="PLAIN")
+    try:
+        conn.create_receiver(REPLICATION_ADDRESS, credit=100)  # takes the packets, settles none
+        wait_until(lambda: "initial-replication-sync-timeout" in primary.log(), 15, "the copy to time out")
+    finally:
+        with contextlib.suppress(ProtonException):
+            conn.close()
+    assert "AMQ221024" not in primary.log()  # never synchronized: nothing ever waited for it
+    assert send(primary.url, "orders", range(10)) == 10
+    primary.stop()
