@@ -91,6 +91,7 @@ class Persistence:
         self._barriers: list[Condition] = []
         self._scheduler: Callback | None = None
         self._scheduled = False
+        self.closed = False  # the server stopped: what is persisted after is dropped, never confirmed
 
     # ---------------------------------------------------------------------------------- wiring
 
@@ -207,9 +208,19 @@ class Persistence:
         self._scheduled = True
         self._scheduler()
 
+    def close(self) -> None:
+        """The journal is closed (the server stopped): work that comes after (a connection closing in
+        the same loop turn returns its deliveries) is dropped, and nothing waiting for it is confirmed."""
+        self.closed = True
+        self._records, self._callbacks, self._failures = [], [], {}
+        self._meta.clear()
+
     def flush(self) -> None:
         """Hand the batch to the journal: one group commit covers everything since the last one."""
         self._scheduled = False
+        if self.closed:
+            self._records, self._callbacks, self._failures = [], [], {}
+            return
         if self._meta:
             for key, value in self._meta.items():
                 if callable(value):  # set_meta_at_flush: read it now

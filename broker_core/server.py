@@ -165,6 +165,7 @@ class Server:
     def _start(self, dispatch: Callable[[Callback], None] | None) -> None:
         data_dir = Path(self.config.journal_directory)
         self.node_id = self.index.node_id = load_or_create_node_id(data_dir)
+        self.persistence.closed = False
         journal = self.persistence.journal = Journal(
             data_dir,
             segment_size=self.config.journal_file_size,
@@ -219,6 +220,7 @@ class Server:
                 )
             if self.persistence.journal is not None:
                 self.persistence.journal.close()
+            self.persistence.close()
         finally:
             self.data_lock.release()
         self.started = False

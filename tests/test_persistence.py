@@ -181,3 +181,14 @@ def test_the_tap_sees_each_written_batch_before_its_callbacks(journal: Journal) 
     p.flush()
     journal.flush()
     assert seen == [("tap", ("a", "b")), ("durable", None)]
+
+
+def test_work_after_close_is_dropped_and_never_confirmed(memory: Persistence) -> None:
+    """A stopping server closes its journal; a connection closing in the same loop turn may still persist
+    (its deliveries come back): that is dropped, not written to a closed journal (a fatal error)."""
+    memory.close()
+    done: list[str] = []
+    memory.persist(object())
+    memory.confirm(lambda: done.append("client"))
+    memory.flush()
+    assert done == [] and memory.pending_records() == 0

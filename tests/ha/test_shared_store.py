@@ -22,7 +22,7 @@ from connections.failover import FailoverConnection, InDoubtError
 from tests.peers.ports import WaitTimeout, wait_until
 from tests.support.broker import BrokerProcess
 from tests.support.client import receive, send
-from tests.support.ha import shared_pair
+from tests.support.ha import shared_pair, traffic_through
 
 FAST = "initialReconnectDelay=10&maxReconnectDelay=200&randomize=false"
 
@@ -123,10 +123,12 @@ def test_a_clean_stop_keeps_the_backup_passive_unless_failover_on_shutdown(tmp_p
     )
     primary.start()
     backup.start()
-    send(primary.url, "orders", ["kept"])
-    assert primary.stop() == 0
-    wait_until(lambda: "AMQ221010" in backup.log(), 10, "the backup to take over")
-    assert [m.body for m in receive(backup.url, "orders", 1)] == ["kept"]
+    traffic_through(
+        failover_uri(primary, backup), lambda: primary.stop(), "shared store, stop with failover-on-shutdown"
+    )
+    assert primary.proc is not None and primary.proc.returncode == 0
+    assert "AMQ221010" in backup.log()
+    assert receive(backup.url, "orders", 10, timeout=1) == []  # each stored once
     backup.stop()
 
 
@@ -146,6 +148,22 @@ def test_failback_the_restarted_primary_takes_over_from_the_active_backup(tmp_pa
     primary.stop()
 
 
+def test_failback_under_traffic(tmp_path: Path) -> None:
+    """The same failover and failback with a producer and a consumer on the failover client throughout."""
+    primary, backup = shared_pair(tmp_path, backup_options="<restart-backup>true</restart-backup>")
+    primary.start()
+    backup.start()
+    uri = failover_uri(primary, backup)
+    traffic_through(uri, primary.kill, "shared store, kill -9 of the primary", count=400)
+    primary.ready_text = "AMQ221034"  # it waits for the backup to step down
+    traffic_through(uri, primary.start, "shared store, failback to the restarted primary", count=400)
+    wait_until(lambda: "AMQ221007" in primary.log(), 10, "the primary to be active again")
+    assert "AMQ221002" in backup.log()
+    assert receive(primary.url, "orders", 10, timeout=1) == []  # each stored once
+    primary.stop()
+    backup.stop()
+
+
 def test_force_failover_over_management(tmp_path: Path) -> None:
     primary, backup = shared_pair(tmp_path)
     primary.start()
@@ -160,6 +178,18 @@ def test_force_failover_over_management(tmp_path: Path) -> None:
     with Management(backup.url) as management:
         assert management.call("getHAStatus", [])["state"] == "active"
     assert [m.body for m in receive(backup.url, "orders", 1)] == ["m"]
+    backup.stop()
+
+    primary, backup = shared_pair(tmp_path / "under-traffic")
+    primary.start()
+    backup.start()
+
+    def force_failover() -> None:
+        with Management(primary.url) as management:
+            assert management.call("forceFailover", []) is True
+
+    traffic_through(failover_uri(primary, backup), force_failover, "shared store, forceFailover")
+    assert receive(backup.url, "orders", 10, timeout=1) == []
     backup.stop()
 
 
