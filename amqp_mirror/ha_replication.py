@@ -59,7 +59,6 @@ class Controller(Protocol):
     config: BrokerConfig
     loop: asyncio.AbstractEventLoop
     broker: Broker
-    active_elsewhere: tuple[str, int] | None
 
 
 class ReplicationCoordinator:
@@ -101,6 +100,7 @@ class ReplicationCoordinator:
         self.coordinated: int | None = None
         self.fence_timeout = FENCE_TIMEOUT
         self._fencing: asyncio.Task[None] | None = None
+        self._ticker: asyncio.TimerHandle | None = None
         self._started = False
 
     # ------------------------------------------------------------------------------- passive
@@ -317,15 +317,19 @@ class ReplicationCoordinator:
     def _tick(self) -> None:
         """The replication connection's clock: keep-alives out, and a silent partner noticed within
         connection-ttl (no broker-connection manager ticks this one)."""
+        self._ticker = None
         client = self.client
         if client is not None:
             client.tick(time.monotonic())
-            self.loop.call_later(TICK, self._tick)
+            self._ticker = self.loop.call_later(TICK, self._tick)
 
     def _replicating(self) -> bool:
         return self.client is not None and self.client.connected
 
     def _stop_replicating(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._ticker = None
         client, self.client = self.client, None
         if client is not None:
             client.stop()
