@@ -1,10 +1,12 @@
-"""Reconciliation time on local[2] as a ratio of a plain full scan of the same input, and vs datacompy.
+"""Reconciliation time on local[2] (or a standalone cluster) as a ratio of a plain scan of the same input,
+and vs datacompy.
 
 ``python -m bench.dr_bench DIR [--repeat N] [--datacompy]`` (DIR from ``bench.dr_generate``): exports
 both journals to Parquet (timed, in two processes; skipped with ``--skip-export``), then in one Spark
 session times, on the same Parquet input, ``--repeat`` rounds of:
   scan_all     every column of both sides read (``write.format("noop")``);
   scan_needed  only the columns reconciliation reads (``NEEDED``, the union of what its jobs read);
+  scan_needed_before  the same with the hex digest instead of digest64 (what it read before);
   reconcile    the whole ``spark_dr.reconcile.reconcile`` (everything the report, plan and metrics
                are made from: counts per address, window, timeline, recovery-point gap, every diverged
                reference collected to the driver), minus writing the report files; ``pass1_s`` is its
@@ -29,6 +31,7 @@ import json
 import os
 import resource
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -41,10 +44,13 @@ from spark_dr import transforms as T
 from spark_dr.export import export_journal
 from spark_dr.reconcile import Options, reconcile
 from spark_dr.session import spark_session
+from tests.support.spark_cluster import StandaloneCluster, loopback_env
 
 NEEDED = ["node_id", "event", "message_id", "identity_broker", "identity_id", "address", "queue", "queues",
-          "ack_reason", "via_mirror", "timestamp_ms", "digest", "size", "segment", "offset", "repaired",
+          "ack_reason", "via_mirror", "timestamp_ms", "digest64", "size", "segment", "offset", "repaired",
           "meta_key", "meta_value"]  # fmt: skip
+# what reconciliation read before it compared digest64 instead of the hex digest (the earlier baseline)
+NEEDED_BEFORE = [c if c != "digest64" else "digest" for c in NEEDED]
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -150,12 +156,21 @@ def spread(values: list[float]) -> dict[str, float]:
     return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
 
+def wait_for_quiet(load: float, most_s: float = 900.0) -> float:
+    """Seconds waited until the 1-minute load average was below ``load`` (0: no wait)."""
+    started = time.monotonic()
+    while load and os.getloadavg()[0] >= load and time.monotonic() - started < most_s:
+        time.sleep(5)
+    return time.monotonic() - started
+
+
 def one_round(spark: Any, root: Path, pid: int, ids_per_range: int, baseline: bool) -> dict[str, Any]:
     both = spark.read.parquet(str(root / "dc1.parquet"), str(root / "dc2.parquet"))
     noop = lambda df: df.write.format("noop").mode("overwrite").save()  # noqa: E731
     out: dict[str, Any] = {"load_1min": os.getloadavg()[0]}  # the machine is shared: say how busy
     out["scan_all_s"], _ = timed(lambda: noop(both))
     out["scan_needed_s"], _ = timed(lambda: noop(both.select(*NEEDED)))
+    out["scan_needed_before_s"], _ = timed(lambda: noop(both.select(*NEEDED_BEFORE)))
     out["peak_reset"] = reset_peak(pid)
     said: list[float] = []  # when reconcile reports progress: pass 1 ends at its 2nd report
     opts = Options(ids_per_range=ids_per_range, progress=lambda _msg: said.append(time.monotonic()))
@@ -180,13 +195,51 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--join-baseline", action="store_true", help="also time the plain join-and-classify")
     p.add_argument("--ids-per-range", type=int, default=Options().ids_per_range)
     p.add_argument("--warmup", type=int, default=1, help="untimed runs of each timed job first")
+    p.add_argument(
+        "--quiet-load",
+        type=float,
+        default=0.0,
+        metavar="LOAD",
+        help="before each round, wait (up to 15 minutes) until the 1-minute load average is below this "
+        "(0: do not wait); the machine is shared",
+    )
+    p.add_argument(
+        "--cluster",
+        type=int,
+        default=0,
+        metavar="WORKERS",
+        help="run on a Spark standalone cluster of this many one-core workers started here on loopback "
+        "(tests/support/spark_cluster.py) instead of local[2]",
+    )
     args = p.parse_args(argv)
     out: dict[str, Any] = {"cpus": os.cpu_count(), "shuffle_partitions": args.shuffle_partitions}
+    if args.cluster:
+        with tempfile.TemporaryDirectory(prefix="dr-bench-cluster-") as tmp:
+            cluster = StandaloneCluster(Path(tmp), workers=args.cluster, memory="3g").start()
+            try:
+                os.environ.update(loopback_env())
+                out["master"] = f"standalone, {args.cluster} workers of 1 core"
+                return _run(args, out, cluster.url, CLUSTER_CONF)
+            finally:
+                cluster.stop()
+    out["master"] = "local[2]"
+    return _run(args, out, "local[2]", {})
+
+
+# the driver and the executors on loopback; an executor of a one-core worker
+CLUSTER_CONF = {
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.executor.memory": "2g",
+}
+
+
+def _run(args: argparse.Namespace, out: dict[str, Any], master: str, conf: dict[str, str]) -> int:
     if not args.skip_export:
         out["export_s"], exports = timed(lambda: export_pair(args.root))
         out["records"] = {s: e["records"] for s, e in exports.items()}
         out["export_max_rss_mb"] = {s: e["max_rss_mb"] for s, e in exports.items()}
-    spark = spark_session("local[2]", shuffle_partitions=args.shuffle_partitions)
+    spark = spark_session(master, shuffle_partitions=args.shuffle_partitions, conf=conf)
     pid = jvm_pid(spark)
     both = spark.read.parquet(str(args.root / "dc1.parquet"), str(args.root / "dc2.parquet"))
     both.write.format("noop").mode("overwrite").save()  # warm-up: JVM, file listing, page cache
@@ -200,14 +253,19 @@ def main(argv: list[str] | None = None) -> int:
         warmups["datacompy"] = lambda: datacompy_compare(spark, args.root)
     for name, job in warmups.items():
         out[f"{name}_warmup_s"] = [round(timed(job)[0], 2) for _ in range(args.warmup)]
-    rounds = [
-        one_round(spark, args.root, pid, args.ids_per_range, args.join_baseline) for _ in range(args.repeat)
-    ]
-    for key in ("scan_all_s", "scan_needed_s", "reconcile_s", "pass1_s"):
+    rounds = []
+    for _ in range(args.repeat):
+        waited = wait_for_quiet(args.quiet_load)
+        rounds.append(one_round(spark, args.root, pid, args.ids_per_range, args.join_baseline))
+        rounds[-1]["waited_s"] = round(waited)
+    for key in ("scan_all_s", "scan_needed_s", "scan_needed_before_s", "reconcile_s", "pass1_s"):
         out[key] = spread([r[key] for r in rounds])
     # ratios per round (scan and reconcile of the same round share the machine's load at that time)
     out["ratio_vs_scan_all"] = spread([r["reconcile_s"] / r["scan_all_s"] for r in rounds])
     out["ratio_vs_scan_needed"] = spread([r["reconcile_s"] / r["scan_needed_s"] for r in rounds])
+    out["ratio_vs_scan_needed_before"] = spread(
+        [r["reconcile_s"] / r["scan_needed_before_s"] for r in rounds]
+    )
     if args.join_baseline:
         out["join_classify_s"] = spread([r["join_classify_s"] for r in rounds])
         out["join_classify_over_reconcile"] = spread(
@@ -215,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         out["join_counts_equal"] = all(r["join_counts"] == rounds[-1]["result"]["counts"] for r in rounds)
     out["load_1min_at_rounds"] = [round(r["load_1min"], 2) for r in rounds]
+    out["waited_for_quiet_s"] = [r["waited_s"] for r in rounds]
     out["jvm_peak_rss_mb_reconcile"] = max(r["jvm_peak_rss_mb"] for r in rounds)
     out["jvm_peak_reset"] = all(r["peak_reset"] for r in rounds)
     result = rounds[-1]["result"]

@@ -32,7 +32,7 @@ from .amqp.performatives import (
     Target,
 )
 from .duplicates import duplicate_id
-from .errors import BrokerError, InvalidField, ResourceLimitExceeded, Unauthorized
+from .errors import BrokerError, InvalidField, NotFound, ResourceLimitExceeded, Unauthorized
 from .inbound_attach import Subscription, Termini
 from .inbound_links import LinkConsumer, Producer
 from .inbound_sasl import ServerSasl, mechanisms
@@ -237,9 +237,9 @@ class BrokerEndpoint:
             link.context = ServiceLink(service, answer)
             self._answer_producer(link, attach, answer)
             return
-        address, routing_type = self.termini.producer(self.user, target)
+        address, routing_type, queue = self.termini.producer(self.user, target)
         a = self.acceptor
-        link.context = Producer(address, routing_type, a.amqp_credits, a.amqp_low_credits)
+        link.context = Producer(address, routing_type, a.amqp_credits, a.amqp_low_credits, queue)
         self._answer_producer(link, attach, Answer(None, None, 0))
         self._replenish(link, a.amqp_credits, a.amqp_low_credits, address)
 
@@ -314,7 +314,10 @@ class BrokerEndpoint:
             if dup is not None and srv.duplicates.seen(address, dup):
                 self._duplicate(address, dup, session, delivery_id, settled)
                 return
-            msg = srv.router.route(address, payload, view)
+            if producer.queue is None:
+                msg = srv.router.route(address, payload, view)
+            else:
+                msg = self._route_to_queue(address, producer.queue, payload, view)
             if dup is not None and msg is not None:
                 srv.duplicates.remember(address, dup)
         except (DecodeError, IndexError, ValueError) as exc:
@@ -386,6 +389,14 @@ class BrokerEndpoint:
         if addr is not None:
             addr.usage.wait(retry)
         budget.wait(retry)
+
+    def _route_to_queue(self, address: str, queue: str, payload: bytes, view: MessageView) -> StoredMessage:
+        """A fully qualified target's message, to its one queue; refused when that queue is gone (a
+        message that reached no queue must not be reported as delivered)."""
+        msg = self.server.router.route(address, payload, view, only_queues=[queue])
+        if msg is None:
+            raise NotFound(f"queue {queue} on address {address} no longer exists")
+        return msg
 
     def _relay_address(self, producer: Producer, view: MessageView) -> str:
         """The address an anonymous-relay link's message goes to: its `to`, checked once per address."""

@@ -7,7 +7,9 @@
 - A multicast consumer gets a subscription queue of its own: durable (named by container id and link
   name) when the terminus says so, shared by link name with the `shared` capability (`global` drops the
   container id), otherwise a volatile queue deleted with the link.
-- `address::queue` names one queue directly.
+- `address::queue` names one queue directly, for consumers and producers alike (a producer's messages
+  go to that queue only, as Artemis routes a fully qualified queue name); the queue must exist on that
+  address.
 - Internal addresses and queues (the mirror's store-and-forward queue) are the broker's own: no client
   sends to them, consumes or browses them. Nor does a client reach an address a service answers (the
   mirror prefix) except through that service's own links.
@@ -106,19 +108,23 @@ class Termini:
 
     # --------------------------------------------------------------------------------- producers
 
-    def producer(self, user: str | None, target: object) -> tuple[str | None, str | None]:
-        """(address, routing type) a producer's target means; (None, None) for an anonymous relay."""
+    def producer(self, user: str | None, target: object) -> tuple[str | None, str | None, str | None]:
+        """(address, routing type, queue) a producer's target means: queue is None unless the target
+        names one (``address::queue``); (None, None, None) for an anonymous relay."""
         if isinstance(target, Coordinator):
             raise NotImplementedHere("transactions are not supported")
         if target is not None and not isinstance(target, Target):
             raise InvalidField("unrecognised target")
         if target is None:
-            return None, None
+            return None, None, None
         if target.dynamic:
             raise NotImplementedHere("dynamic targets are not supported")
         if not target.address:
-            return None, None
+            return None, None, None
         address, routing_type = self.strip_prefix(target.address)
+        if "::" in address:
+            queue = self.named_queue(user, address, "send")
+            return queue.address, queue.routing_type, queue.name
         self.check_reachable(address)
         routing_type = routing_type or self.routing_type(symbols(target.capabilities), address)
         self.server.check(user, address, "send")
@@ -127,7 +133,20 @@ class Termini:
             addr = self.server.addresses[address]
             if not any(q.routing_type == ANYCAST for q in addr.queues):
                 self._anycast_queue(user, address)
-        return address, routing_type
+        return address, routing_type, None
+
+    def named_queue(self, user: str | None, name: str, permission: str) -> Queue:
+        """The queue a fully qualified name ``address::queue`` names, which must exist on that address;
+        ``permission`` is checked on the whole name."""
+        address, qname = name.split("::", 1)
+        self.check_reachable(address)
+        self.server.check(user, name, permission)
+        found = self.server.queues.get(qname)
+        if found is None or found.address != address:
+            raise NotFound(f"queue {qname} on address {address} does not exist")
+        if found.internal:
+            raise NotAllowed(f"queue {qname} is internal to the broker; clients cannot use it")
+        return found
 
     # --------------------------------------------------------------------------------- consumers
 
@@ -159,15 +178,10 @@ class Termini:
             if not source.address:
                 raise InvalidField("consumer attach without a source address")
             address, routing_type = self.strip_prefix(source.address)
-            self.check_reachable(address.split("::", 1)[0])
             if "::" in address:  # fully qualified queue name address::queue
-                address, qname = address.split("::", 1)
-                srv.check(user, f"{address}::{qname}", "consume")
-                found = srv.queues.get(qname)
-                if found is None or found.address != address:
-                    raise NotFound(f"queue {qname} on address {address} does not exist")
-                queue = found
+                queue = self.named_queue(user, address, "consume")
             else:
+                self.check_reachable(address)
                 caps = symbols(source.capabilities)
                 routing_type = routing_type or self.routing_type(caps, address)
                 srv.check(user, address, "consume")

@@ -12,11 +12,14 @@ if TYPE_CHECKING:
 
 
 class Producer:
-    __slots__ = ("address", "checked", "credit_low", "credit_window", "routing_type")
+    __slots__ = ("address", "checked", "credit_low", "credit_window", "queue", "routing_type")
 
-    def __init__(self, address: str | None, routing_type: str | None, window: int, low: int) -> None:
+    def __init__(
+        self, address: str | None, routing_type: str | None, window: int, low: int, queue: str | None = None
+    ) -> None:
         self.address = address  # None: anonymous relay, the message's `to` decides
         self.routing_type = routing_type
+        self.queue = queue  # the one queue of a fully qualified target (address::queue), else None
         self.credit_window = window
         self.credit_low = low
         self.checked: set[str] = set()  # addresses this anonymous link may send to

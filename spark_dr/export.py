@@ -58,28 +58,53 @@ def to_arrow(batch: list[Row], schema: Any) -> Any:
 
 
 def export_journals(jobs: list[tuple[Path, Path]], progress: Progress | None = None) -> list[dict[str, Any]]:
-    """Several journals (directory, Parquet file out) exported at once, one process each: reading a
-    journal is sequential Python. ``progress`` must be picklable (``spark_dr.progress.Progress`` is).
-    The processes are spawned, not forked: the caller may be running a JVM and its threads."""
+    """Several journals (directory, Parquet file out) exported at once, one process each."""
+    return start_exports([(directory, out, None) for directory, out in jobs], progress)()
+
+
+def start_exports(
+    jobs: list[tuple[Path, Path, str | None]], progress: Progress | None = None
+) -> Callable[[], list[dict[str, Any]]]:
+    """Several journals (directory, Parquet file out, None) or Artemis exports (XML file, Parquet file
+    out, Artemis's node id) exported at once, one process each (reading a journal is sequential
+    Python); returns the function that waits for them. The processes are running
+    when it returns: spawned, not forked (the caller may be running a JVM and its threads), with this
+    process's standard output and error as they are now. ``progress`` must be picklable
+    (``spark_dr.progress.Progress`` is)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     spawn = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max(1, len(jobs)), mp_context=spawn) as pool:
-        futures = [pool.submit(export_journal, directory, out, progress) for directory, out in jobs]
-        return [f.result() for f in futures]
+    pool = ProcessPoolExecutor(max(1, len(jobs)), mp_context=spawn)
+    futures = [pool.submit(export_journal, source, out, progress, node) for source, out, node in jobs]
+
+    def finish() -> list[dict[str, Any]]:
+        with pool:
+            return [f.result() for f in futures]
+
+    return finish
 
 
-def export_journal(directory: Path, out: Path, progress: Progress | None = None) -> dict[str, Any]:
-    """Write every record of ``directory`` to the Parquet file ``out``; returns counts and timing."""
+def export_journal(
+    directory: Path, out: Path, progress: Progress | None = None, artemis_node: str | None = None
+) -> dict[str, Any]:
+    """Write every record of ``directory`` to the Parquet file ``out``; returns counts and timing. With
+    ``artemis_node``, ``directory`` is an Artemis export (``artemis_export``) of the broker with that
+    node id."""
     import pyarrow.parquet as pq
 
+    if artemis_node is None:
+        records = journal_rows(Path(directory))
+    else:
+        from .artemis_export import export_rows
+
+        records = export_rows(Path(directory), artemis_node)
     schema = arrow_schema()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     started, rows = time.monotonic(), 0
     with pq.ParquetWriter(str(out), schema, compression="snappy") as writer:
-        for batch in row_batches(journal_rows(Path(directory))):
+        for batch in row_batches(records):
             writer.write_batch(to_arrow(batch, schema), row_group_size=ROW_GROUP_ROWS)
             rows += len(batch)
             if progress is not None:

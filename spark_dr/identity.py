@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 
 from broker_core.amqp.codec import DecodeError, decode_value, skip_value
+from broker_core.journal.records import MessageAdded
 from broker_core.message import DELIVERY_ANNOTATIONS, FOOTER, HEADER, MESSAGE_ANNOTATIONS, MessageView
 
 REPAIR_ANNOTATION = "x-opt-amqp-mirror-repair-origin"
@@ -45,8 +46,27 @@ def bare_message_span(payload: bytes) -> tuple[int, int]:
 
 
 def payload_digest(payload: bytes) -> str:
+    """sha256 of the bare message, hex."""
     start, end = bare_message_span(payload)
     return hashlib.sha256(memoryview(payload)[start:end]).hexdigest()
+
+
+def payload_digests(payload: bytes) -> tuple[str, int]:
+    """The bare message's sha256 (hex) and its first 8 bytes as a signed 64-bit integer (``digest64``:
+    what reconciliation compares and the plan's content key, in 8 bytes where the hex takes 64)."""
+    start, end = bare_message_span(payload)
+    digest = hashlib.sha256(memoryview(payload)[start:end]).digest()
+    return digest.hex(), int.from_bytes(digest[:8], "big", signed=True)
+
+
+def hex64(value: int) -> str:
+    """A ``digest64`` as 16 hex digits: the first 16 of the sha256's hex."""
+    return f"{value & 0xFFFFFFFFFFFFFFFF:016x}"
+
+
+def content_key(payload: bytes) -> str:
+    """What the plan names a message's content by: ``hex64`` of its ``digest64``."""
+    return payload_digest(payload)[:16]
 
 
 def format_identity(broker_id: str, message_id: int) -> str:
@@ -72,3 +92,14 @@ def repair_origin(payload: bytes) -> tuple[str, int] | None:
         if str(key) == REPAIR_ANNOTATION and isinstance(value, str):
             return parse_identity(value)
     return None
+
+
+def message_identity(node_id: str, rec: MessageAdded) -> tuple[str, int]:
+    """The identity of a journalled message on the side ``node_id``: the origin a repair stamped on a
+    client's send, else the origin the mirror journalled, else (own node id, own message id)."""
+    identity = repair_origin(rec.body) if not rec.via_mirror else None
+    if identity is not None:
+        return identity
+    if rec.origin_broker_id is not None and rec.origin_message_id is not None:
+        return rec.origin_broker_id, rec.origin_message_id
+    return node_id, rec.message_id

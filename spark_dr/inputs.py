@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
+from .artemis_export import is_export
 from .rows import journal_dir
 
 SPARK_EXTRA = "amqp-mirror[spark]"
@@ -66,14 +67,18 @@ def check_journal(given: str) -> Path:
 
 
 def check_side(given: str) -> Path:
-    """A reconciliation input: a journal directory, or a Parquet export of one (a file or a directory)."""
+    """A reconciliation input: a journal directory, a Parquet export of one (a file or a directory), or
+    an Apache ActiveMQ Artemis journal export (``artemis data exp``, an XML file)."""
     path = Path(given)
     if not path.exists():
         raise InputError(f"{given}: no such file or directory")
     if path.is_file():
-        if is_parquet_file(path):
+        if is_parquet_file(path) or is_export(path):
             return path
-        raise InputError(f"{given}: not a Parquet file (expected a journal directory or a Parquet export)")
+        raise InputError(
+            f"{given}: neither a Parquet file nor an Artemis export (expected a journal directory, a "
+            "Parquet export or the XML of `artemis data exp`)"
+        )
     if any(path.glob("*.parquet")) or (path / "_SUCCESS").exists() or any(journal_dir(path).glob("*.jnl")):
         return path
     raise InputError(

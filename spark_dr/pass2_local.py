@@ -30,7 +30,12 @@ from mirror.wire import MIRROR_ADDRESS_PREFIX
 
 from .ranges import PASS2_COLUMNS, id_intervals
 
-MAX_ROWS = 2_000_000  # of both sides' candidate row groups; past it, pass 2 runs on Spark
+# Of both sides' candidate row groups; past it, pass 2 runs on Spark. Read a few row groups at a time,
+# each batch cut and picked at once, the 10 M-per-side benchmark's 9.3 M candidate rows took 0.25 GB of
+# Arrow memory at the peak; the references kept, as Python rows (450 000 there), about 0.6 GB.
+MAX_ROWS = 12_000_000
+READ_GROUPS = 16  # row groups read at once (32 768 rows each)
+DICTIONARY_COLUMNS = ["node_id", "event", "identity_broker", "address", "queue"]
 _SEED = 42
 _LONG = struct.Struct("<q")
 
@@ -109,33 +114,60 @@ class Candidates:
     def read(self, rids: set[int], snf: set[tuple[str, int]]) -> tuple[list[Row], list[Row]]:
         """The references pass 2 looks at, as ``ranges.pass2_rows`` and the picks select them: client
         sends (one row per queue, ``queue`` naming it) and acks whose range is one of ``rids``, and the
-        store-and-forward sends and acks of the ``snf`` (queue, local id bucket) pairs. Filtered in
-        Arrow; only what is kept becomes Python rows."""
+        store-and-forward sends and acks of the ``snf`` (queue, local id bucket) pairs. Read a few row
+        groups at a time, each batch cut to its wanted buckets and picked at once, in Arrow: the memory
+        held is one batch and what is kept, and only what is kept becomes Python rows."""
         import pyarrow as pa
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
 
         ids = self.ids
         wanted = pa.array(sorted(self.buckets), pa.int64())
-        parts = []
+        known: dict[str, bool] = {}  # range key -> in ``rids``, across batches
+        client: list[Row] = []
+        store: list[Row] = []
         for f, groups in self.groups:
-            table = pq.ParquetFile(f).read_row_groups(groups, columns=PASS2_COLUMNS)
-            local = _bucket(table["message_id"], ids)
-            parts.append(table.filter(pc.fill_null(pc.is_in(local, value_set=wanted), False)))
-        if not parts:
-            return [], []
-        table = pa.concat_tables(parts)
-        sends = table.filter(pc.equal(table["event"], "send"))
-        split = sends.take(pc.list_parent_indices(sends["queues"])).drop_columns(["queues", "queue"])
-        split = split.append_column("queue", pc.list_flatten(sends["queues"]))
-        acks = table.filter(pc.equal(table["event"], "ack")).drop_columns(["queues"])
-        refs = pa.concat_tables([split, acks.select(split.column_names)])
+            # the repetitive strings (one node id, a few events, addresses, brokers) read as dictionaries
+            # and decoded only for the rows kept
+            parquet = pq.ParquetFile(f, read_dictionary=DICTIONARY_COLUMNS)
+            for first in range(0, len(groups), READ_GROUPS):
+                table = parquet.read_row_groups(groups[first : first + READ_GROUPS], columns=PASS2_COLUMNS)
+                local = _bucket(table["message_id"], ids)
+                kept = table.filter(pc.fill_null(pc.is_in(local, value_set=wanted), False))
+                if kept.num_rows == 0:
+                    continue
+                refs = _references(_plain(kept))
+                in_client, in_store = _picks(refs, rids, snf, ids, known)
+                client += refs.filter(in_client).to_pylist()
+                store += refs.filter(in_store).to_pylist()
+        return client, store
 
-        client, store = _picks(refs, rids, snf, ids)
-        return refs.filter(client).to_pylist(), refs.filter(store).to_pylist()
+
+def _references(table: Any) -> Any:
+    """Each send split into one row per queue it names (``queue``), and the acks (``queues`` dropped)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    sends = table.filter(pc.equal(table["event"], "send"))
+    split = sends.take(pc.list_parent_indices(sends["queues"])).drop_columns(["queues", "queue"])
+    split = split.append_column("queue", pc.list_flatten(sends["queues"]))
+    acks = table.filter(pc.equal(table["event"], "ack")).drop_columns(["queues"])
+    return pa.concat_tables([split, acks.select(split.column_names)])
 
 
-def _picks(refs: Any, rids: set[int], snf: set[tuple[str, int]], ids: int) -> tuple[Any, Any]:
+def _plain(table: Any) -> Any:
+    """``table`` with its dictionary columns decoded."""
+    import pyarrow as pa
+
+    fields = [
+        pa.field(f.name, f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in table.schema
+    ]
+    return table.cast(pa.schema(fields))
+
+
+def _picks(
+    refs: Any, rids: set[int], snf: set[tuple[str, int]], ids: int, known: dict[str, bool] | None = None
+) -> tuple[Any, Any]:
     """Which rows of ``refs`` are client references (or acks) in one of ``rids``, and which are
     store-and-forward ones in one of the ``snf`` pairs: two boolean arrays, computed in Arrow. A range
     id is hashed once per distinct (broker, queue, id bucket), found through an injective string key
@@ -174,12 +206,16 @@ def _picks(refs: Any, rids: set[int], snf: set[tuple[str, int]], ids: int) -> tu
         ":",
     )
     encoded = pc.dictionary_encode(key).combine_chunks()
+    known = {} if known is None else known
     in_rids = []
     for k in encoded.dictionary.to_pylist():
-        length, rest = k.split(":", 1)
-        b, rest = rest[: int(length)], rest[int(length) + 1 :]
-        q, bucket = rest.rsplit(":", 1)
-        in_rids.append(_range_id_of_bucket(b, q, int(bucket) if bucket else None) in rids)
+        hit = known.get(k)
+        if hit is None:
+            length, rest = k.split(":", 1)
+            b, rest = rest[: int(length)], rest[int(length) + 1 :]
+            q, bucket = rest.rsplit(":", 1)
+            hit = known[k] = _range_id_of_bucket(b, q, int(bucket) if bucket else None) in rids
+        in_rids.append(hit)
     client = pc.and_(client, pc.take(pa.array(in_rids, pa.bool_()), encoded.indices))
     return client, store
 
@@ -256,7 +292,7 @@ def side_state(refs: list[Row]) -> list[Row]:
                 "consumed": reason == AckReason.NORMAL and not via,
                 "ack_reason": reason,
                 "ack_via_mirror": via,
-                "digest": ref and ref["digest"],
+                "digest": ref and ref["digest64"],
                 "size": ref and ref["size"],
                 "sent_ms": ref and ref["timestamp_ms"],
                 "acked_ms": settled and settled["acked_ms"],
@@ -332,7 +368,8 @@ def classify(
     return out
 
 
-_CARRIED = ["consumed", "ack_reason", "digest", "size", "segment", "offset", "message_id", "repaired"]
+_CARRIED = ["consumed", "ack_reason", "digest", "size", "segment", "offset", "message_id", "repaired",
+            "sent_ms", "acked_ms"]  # fmt: skip
 
 
 def _missing(broker: str | None, ident: int | None, node: str, marks: dict[str, int]) -> str:

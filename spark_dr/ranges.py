@@ -3,7 +3,7 @@
 A *range* is (identity broker, queue, identity id // ``ids_per_range``), named by a 64-bit hash
 (``rid``). Every row names its message's identity (``rows.journal_rows`` resolves it for acks), so
 every record adds a token hash to its range's checksum on its side by itself, with no join: a send
-hashes key, address and digest; an ack hashes key and a mark, "A1" when this side's consumption
+hashes key, address and digest (``digest64``); an ack hashes key and a mark, "A1" when this side's consumption
 matches the other side's non-consumption (the consumed flag is inverted on the second side), so
 "consumed on DC1, mirrored ack on DC2" gives equal sums and "consumed on both" does not; an orphan ack
 (no identity) is put in the range of its local name with a token naming its side, which never matches.
@@ -116,7 +116,7 @@ def _cells(records: DataFrame, ids: int) -> DataFrame:
         q.alias("q"),
         a.alias("a"),
         m.alias("m"),
-        "digest",
+        "digest64",
         "meta_value",
         # an orphan ack's best name is its local one (as in transforms.side_state)
         F.when(known, F.col("identity_broker")).otherwise(F.col("node")).alias("b"),
@@ -124,6 +124,7 @@ def _cells(records: DataFrame, ids: int) -> DataFrame:
         # the consumed flag is inverted on the second side
         (consumed != (F.col("side") == 1)).alias("matches_other"),
         F.col("ack_reason").isNotNull().alias("has_reason"),
+        F.coalesce(F.col("repaired"), F.lit(False)).alias("repaired"),
     )
     valid, send, ack, mark, snf, known = (
         F.col(c) for c in ("valid", "is_send", "is_ack", "is_mark", "snf", "known")
@@ -136,7 +137,7 @@ def _cells(records: DataFrame, ids: int) -> DataFrame:
     kh = F.col("kh")
     vouched_ack = ack & known & F.col("has_reason")
     token = (
-        F.when(send & known, F.xxhash64(kh, a, F.col("digest"), F.lit("S")))
+        F.when(send & known, F.xxhash64(kh, a, F.col("digest64"), F.lit("S")))
         .when(vouched_ack & F.col("matches_other"), F.xxhash64(kh, F.lit("A1")))
         .when(vouched_ack, F.xxhash64(kh, F.lit("A0")))
         .otherwise(F.xxhash64(kh, F.col("side"), F.lit("X")))  # no identity, orphan ack: never equal
@@ -158,6 +159,7 @@ def _cells(records: DataFrame, ids: int) -> DataFrame:
         (sign * h_lo).alias("lo"),
         F.when(mark, F.col("meta_value").try_cast("bigint")).alias("mark"),
         F.when(client & send & ~known, 1).otherwise(0).alias("no_identity"),
+        F.when(client & send & F.col("repaired"), 1).otherwise(0).alias("repaired"),
         "first",
         "timestamp_ms",
     )
@@ -168,7 +170,8 @@ def range_sums(sides: list[tuple[DataFrame, str]], ids_per_range: int) -> DataFr
     (collapsed on the map side), rows tagged with their ``side`` (0 or 1).
 
     Rows: ``kind`` CLIENT per (range ``rid``, message address, local id bucket) with ``refs``
-    (client send references) and the checksum halves ``hi``/``lo``; SNF per (store-and-forward queue,
+    (client send references), the checksum halves ``hi``/``lo`` and ``repaired`` (the references
+    that are a repair's copies); SNF per (store-and-forward queue,
     local id bucket) with ``refs`` (sends minus acks) and ``hi``/``lo`` (the sends' id checksum minus
     the acks'): zero everywhere means every reference there is acknowledged; MARK per dedup meta key
     (``transforms.DEDUP`` + origin) with the highest ``mark``. Every row also carries its records'
@@ -187,6 +190,7 @@ def range_sums(sides: list[tuple[DataFrame, str]], ids_per_range: int) -> DataFr
             F.sum("lo").alias("lo"),
             F.max("mark").alias("mark"),
             F.max("no_identity").alias("no_identity"),
+            F.sum("repaired").alias("repaired"),
             F.sum("first").alias("records"),
             F.max("timestamp_ms").alias("last_ms"),
         )
@@ -205,9 +209,10 @@ _REFERENCE_COLUMNS = [
     "ack_reason",
     "via_mirror",
     "timestamp_ms",
-    "digest",
+    "digest64",
 ]
-_PASS1_COLUMNS = [*_REFERENCE_COLUMNS, "meta_key", "meta_value"]  # and the dedup marks
+# and the dedup marks, and whether a send is a repair's copy (counted per side and address)
+_PASS1_COLUMNS = [*_REFERENCE_COLUMNS, "meta_key", "meta_value", "repaired"]
 # and what a repair and the report need of a reference
 PASS2_COLUMNS = ["node_id", *_REFERENCE_COLUMNS, "size", "segment", "offset", "repaired"]
 

@@ -21,16 +21,22 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from . import artemis_export
 from . import pass2_local as L
 from . import ranges as R
 from . import transforms as T
 from .datasource import FORMAT
-from .export import export_journals
+from .export import start_exports
+from .identity import hex64
 from .progress import Progress as ProgressLines
 from .rows import COLUMN_NAMES, SCHEMA_DDL, journal_dir, read_node_id
 
 Progress = Callable[[str], None]
 ACTIONABLE = ("one_side_only", "acked_one_side")
+
+
+class PlanLimitExceeded(RuntimeError):
+    """More diverged references than a plan may hold."""
 
 
 @dataclass
@@ -58,6 +64,10 @@ class Options:
     export_dir: Path | None = None
     # pass 2 classified on the driver when its input is small enough (``pass2_local``), else on Spark
     local_pass2: bool = True
+    # where an Artemis export is converted to Parquet when ``export_dir`` is None (it is always read
+    # through its conversion); Artemis's node id per side name, when given (else inferred)
+    work_dir: Path | None = None
+    node_ids: dict[str, str] = field(default_factory=dict)
 
 
 def is_journal(path: Path) -> bool:
@@ -71,6 +81,10 @@ def load_side(spark: SparkSession, name: str, path: Path, parquet: Path | None =
     export of one. A side read from a journal keeps the journal as its path: a repair reads payloads
     there."""
     path = Path(path)
+    if artemis_export.is_export(path):
+        if parquet is None:
+            raise ValueError(f"{path}: an Artemis export is read from its Parquet conversion; none made")
+        return Side(name, path, L.footer_node_id(parquet) or "", _read_parquet(spark, parquet), parquet)
     if is_journal(path):
         directory = journal_dir(path)
         if parquet is None:
@@ -91,29 +105,74 @@ def load_side(spark: SparkSession, name: str, path: Path, parquet: Path | None =
 def _read_parquet(spark: SparkSession, path: Path) -> DataFrame:
     # statistics (min/max) skip row groups well; the dictionary filter costs more than it saves here
     reader = spark.read.option("parquet.filter.dictionary.enabled", "false")
-    if set(COLUMN_NAMES) <= set(L.parquet_columns(path)):
-        reader = reader.schema(SCHEMA_DDL)  # our rows: Spark need not infer the schema from the footers
-    return reader.parquet(str(path))
+    columns = set(L.parquet_columns(path))
+    if set(COLUMN_NAMES) <= columns:
+        return reader.schema(SCHEMA_DDL).parquet(str(path))  # ours: no schema inferred from the footers
+    records = reader.parquet(str(path))
+    if "digest64" not in records.columns and "digest" in records.columns:  # an export of an earlier version
+        records = records.withColumn("digest64", F.expr(_DIGEST64_OF_HEX))
+    return records
+
+
+# the first 16 hex digits of the digest as a signed 64-bit integer (``identity.payload_digests``)
+_DIGEST64_OF_HEX = "cast(conv(substring(digest, 1, 16), 16, -10) as bigint)"
 
 
 def export_sides(paths: list[Path], opts: Options) -> list[Path | None]:
     """The Parquet export of each side given as a journal directory (None for the others), made now
-    into ``opts.export_dir`` (nothing when it is None). Needs no Spark: a caller may start its session
-    meanwhile and hand the result to ``reconcile``."""
-    if opts.export_dir is None:
-        return [None] * len(paths)
-    jobs = {
-        i: (journal_dir(p), Path(opts.export_dir) / f"{name}.parquet")
-        for i, (name, p) in enumerate(zip(opts.names, paths, strict=True))
-        if is_journal(p)
-    }
-    if jobs:
-        say = opts.progress
-        say(f"exporting {', '.join(str(d) for d, _ in jobs.values())} to {opts.export_dir}")
-        progress = say.throttled(5.0) if isinstance(say, ProgressLines) else None
-        stats = export_journals(list(jobs.values()), progress)
+    into ``opts.export_dir`` (nothing when it is None), and the conversion of each side given as an
+    Artemis export (into ``opts.export_dir`` or ``opts.work_dir``)."""
+    return start_export_sides(paths, opts)()[0]
+
+
+def start_export_sides(paths: list[Path], opts: Options) -> Callable[[], tuple[list[Path | None], float]]:
+    """``export_sides`` started: the export processes are running when this returns, and the function
+    it returns waits for them (and says how long the slowest took). Needs no Spark: a caller may start
+    its session meanwhile and hand the exports to ``reconcile``."""
+    jobs: dict[int, tuple[Path, Path, str | None]] = {}
+    for i, (name, p) in enumerate(zip(opts.names, paths, strict=True)):
+        if is_journal(p) and opts.export_dir is not None:
+            jobs[i] = (journal_dir(p), Path(opts.export_dir) / f"{name}.parquet", None)
+        elif artemis_export.is_export(Path(p)):
+            into = opts.export_dir or opts.work_dir
+            if into is None:
+                raise ValueError(f"{p}: an Artemis export needs a directory to be converted into")
+            node = artemis_node_id(name, paths[1 - i], opts)
+            jobs[i] = (Path(p), Path(into) / f"{name}.parquet", node)
+    if not jobs:
+        return lambda: ([None] * len(paths), 0.0)
+    say = opts.progress
+    say(f"exporting {', '.join(f'{src} to {out}' for src, out, _ in jobs.values())}")
+    progress = say.throttled(5.0) if isinstance(say, ProgressLines) else None
+    running = start_exports(list(jobs.values()), progress)
+
+    def finish() -> tuple[list[Path | None], float]:
+        stats = running()
         say("exported " + ", ".join(f"{s['records']} records in {s['seconds']:.1f} s" for s in stats))
-    return [jobs[i][1] if i in jobs else None for i in range(len(paths))]
+        exports = [jobs[i][1] if i in jobs else None for i in range(len(paths))]
+        return exports, max(float(s["seconds"]) for s in stats)
+
+    return finish
+
+
+class NodeIdUnknown(ValueError):
+    """The node id of an Artemis export could not be inferred; the message says how to give it."""
+
+
+def artemis_node_id(name: str, other: Path, opts: Options) -> str:
+    """The node id of the Artemis whose export is side ``name``: given, or the one origin the other
+    side's mirror target keeps a mark for."""
+    if name in opts.node_ids:
+        return opts.node_ids[name]
+    opts.progress(f"{name} is an Artemis export: its node id, from the origins {other}'s mirror received")
+    node = artemis_export.infer_node_id(Path(other))
+    if node is None:
+        raise NodeIdUnknown(
+            f"{name} is an Artemis export and its node id is not the one origin of the other side's "
+            f"mirror: give it with --node-id {name}=ID (Artemis logs it at start: AMQ221001 ... nodeID=ID)"
+        )
+    opts.progress(f"{name}'s node id: {node}")
+    return node
 
 
 def reconcile(
@@ -140,7 +199,9 @@ def reconcile(
     say("reading journals: checksums per identity range")
     diff = _range_diff([(r, s.node_id) for r, s in zip(records, sides, strict=True)], opts.ids_per_range)
     marks = diff.marks
-    say(f"dedup marks: {opts.names[0]} {marks[0]}, {opts.names[1]} {marks[1]}")
+    say("mirror dedup marks (highest id received per origin): " + "; ".join(
+        f"{name} " + (", ".join(f"from {o[:8]} {m}" for o, m in sorted(mark.items())) or "none")
+        for name, mark in zip(opts.names, marks, strict=True)))  # fmt: skip
     say(f"{diff.differing} of {diff.ranges} identity ranges differ: classifying them")
     local = None if diff.everything else _local_candidates(sides, diff, opts)
     if diff.everything:  # every reference classified: the session's own settings
@@ -148,8 +209,10 @@ def reconcile(
     elif local is not None:
         say(f"pass 2 on the driver: {sum(c.rows for c in local)} records in the candidate row groups")
         rids = set(diff.rids)
+        with ThreadPoolExecutor(2) as pool:  # Arrow reads and filters without the GIL: both sides at once
+            reads = list(pool.map(lambda c, snf: c.read(rids, set(snf)), local, diff.snf))
         diverged, in_sync, gap = L.pass2(
-            [c.read(rids, set(snf)) for c, snf in zip(local, diff.snf, strict=True)],
+            reads,
             nodes=[s.node_id for s in sides],
             marks=diff.marks,
             names=opts.names,
@@ -172,11 +235,23 @@ def reconcile(
                 for frame in narrow:
                     frame.unpersist()
     say("summary, timeline, recovery-point gap, repair plan")
+    for d in diverged:
+        d["diverged_ms"] = divergence_ms(d, opts.names)
+        for p in ("dc1_digest", "dc2_digest"):  # compared as digest64; named as its 16 hex digits
+            d[p] = hex64(d[p]) if d[p] is not None else None
     summary = _merge_in_sync(count_classes(diverged), diff.in_sync + in_sync)
     window = divergence_window(diverged)
     bucket = _bucket_ms(window, opts.buckets)
     side_info = {s.name: _side_info(s, e, g) for s, e, g in zip(sides, diff.extents, gap, strict=True)}
     result = _result(sides, summary, window, timeline(diverged, bucket), side_info, diverged, opts)
+    result["repaired"] = {
+        name: sum(r["count"] for r in diff.repaired[n]) for n, name in enumerate(opts.names)
+    }
+    result["repaired_by_address"] = [
+        {**r, "side": opts.names[n]}
+        for n in (0, 1)
+        for r in sorted(diff.repaired[n], key=lambda r: r["address"])
+    ]
     result["seconds"] = round(time.monotonic() - started, 3)
     say(f"done in {result['seconds']} s")
     return result
@@ -216,13 +291,15 @@ def _partitions(spark: SparkSession, rows: int) -> int:
 
 def _local_candidates(sides: list[Side], diff: RangeDiff, opts: Options) -> list[L.Candidates] | None:
     """Pass 2's row groups of each side, when the driver is to read and classify them itself: both
-    sides Parquet files on the driver's file system (not, say, a cluster's storage), the ``xxhash``
-    package present, at most ``pass2_local.MAX_ROWS`` rows in all."""
+    sides Parquet files of this version on the driver's file system (not, say, a cluster's storage),
+    the ``xxhash`` package present, at most ``pass2_local.MAX_ROWS`` rows in all."""
     if not opts.local_pass2 or not L.available():
         return None
     candidates = []
     for i, side in enumerate(sides):
-        if side.parquet is None or not L.parquet_files(side.parquet):
+        if side.parquet is None or "digest64" not in L.parquet_columns(
+            side.parquet
+        ):  # none, or an older export
             return None
         candidates.append(L.Candidates(side.parquet, _pass2_buckets(diff, i), opts.ids_per_range))
     return candidates if sum(c.rows for c in candidates) <= L.MAX_ROWS else None
@@ -235,7 +312,7 @@ def _pass2_buckets(diff: RangeDiff, side: int) -> set[int]:
 
 def _check_plan(diverged: list[Any], plan_limit: int) -> None:
     if len(diverged) > plan_limit:
-        raise RuntimeError(f"more than {plan_limit} diverged references: raise --plan-limit")
+        raise PlanLimitExceeded(f"more than {plan_limit} diverged references: raise --plan-limit")
 
 
 def _narrow(sides: list[Side], records: list[DataFrame], diff: RangeDiff, opts: Options) -> list[DataFrame]:
@@ -315,23 +392,53 @@ def count_classes(diverged: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"address": a, "class": c, "side": s, "count": n} for (a, c, s), n in counts.items()]
 
 
+def divergence_ms(d: dict[str, Any], names: tuple[str, str]) -> int | None:
+    """When a reference not in sync started to diverge: the event one side has and the other lacks (a
+    send one side never got, a consumption whose ack never crossed, the later of two consumptions'
+    first, the send of the copy that differs, an orphan ack), not the first event the reference had
+    (a message sent long before the failover and consumed on one side just before it diverged at
+    the consumption). None for a reference in sync; the reference's latest event when the divergent
+    one was compacted away (a settlement whose time the journal no longer holds)."""
+    cls = d["class"]
+    if cls == "in_sync":
+        return None
+    here = "dc1" if d["side"] == names[0] else "dc2"  # the side named by the class
+    found: int | None
+    if cls == "one_side_only":
+        found = d[f"{here}_sent_ms"]
+    elif cls in ("acked_one_side", "orphan_ack"):
+        found = d[f"{here}_acked_ms"]
+    elif cls == "consumed_both":
+        found = _least(d["dc1_acked_ms"], d["dc2_acked_ms"])
+    else:  # payload_differs: the later copy is the one that differs
+        found = _greatest(d["dc1_sent_ms"], d["dc2_sent_ms"])
+    latest: int | None = d["last_ms"]
+    return found if found is not None else latest
+
+
+def _least(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _greatest(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
 def divergence_window(diverged: list[dict[str, Any]]) -> dict[str, Any]:
-    """The earliest and latest event time of the references not in sync (None when there are none)."""
-    out = [d for d in diverged if d["class"] != "in_sync"]
-    return {
-        "first_ms": min((d["first_ms"] for d in out if d["first_ms"] is not None), default=None),
-        "last_ms": max((d["last_ms"] for d in out if d["last_ms"] is not None), default=None),
-    }
+    """The first and the last divergent event of the references not in sync (``divergence_ms``; None
+    when there are none)."""
+    times = [d["diverged_ms"] for d in diverged if d["class"] != "in_sync" and d["diverged_ms"] is not None]
+    return {"first_ms": min(times, default=None), "last_ms": max(times, default=None)}
 
 
 def timeline(diverged: list[dict[str, Any]], bucket_ms: int) -> list[dict[str, Any]]:
-    """References not in sync per time bucket (of their first event) and class, in time order."""
+    """References not in sync per time bucket (of their divergent event) and class, in time order."""
     if not bucket_ms:
         return []
     counts = Counter(
-        (d["first_ms"] // bucket_ms * bucket_ms, d["class"])
+        (d["diverged_ms"] // bucket_ms * bucket_ms, d["class"])
         for d in diverged
-        if d["class"] != "in_sync" and d["first_ms"] is not None
+        if d["class"] != "in_sync" and d["diverged_ms"] is not None
     )
     order = sorted(counts, key=lambda k: (k[0], T.CLASSES.index(k[1])))
     return [{"bucket_ms": b, "class": c, "count": counts[b, c]} for b, c in order]
@@ -348,6 +455,8 @@ class RangeDiff:
     # per side: the store-and-forward (queue, local id bucket) pairs with unacknowledged references
     snf: list[list[tuple[str, int]]] = field(default_factory=lambda: [[], []])
     in_sync: list[dict[str, Any]] = field(default_factory=list)  # (address, count) of equal ranges
+    # per side: (address, count) of the send references that are a repair's copies
+    repaired: list[list[dict[str, Any]]] = field(default_factory=lambda: [[], []])
     marks: list[dict[str, int]] = field(default_factory=lambda: [{}, {}])  # per side: origin -> mark
     # per side: record count and last record time
     extents: list[dict[str, Any]] = field(
@@ -394,6 +503,9 @@ def _range_diff(sides: list[tuple[DataFrame, str]], ids_per_range: int) -> Range
     diff.in_sync = [
         {"address": r["r_address"], "count": r["refs_sum"]} for r in counts.to_pylist() if r["refs_sum"]
     ]
+    copies = client.filter(pc.greater(client["repaired"], 0))
+    for row in copies.group_by(["side", "r_address"]).aggregate([("repaired", "sum")]).to_pylist():
+        diff.repaired[row["side"]].append({"address": row["r_address"], "count": row["repaired_sum"]})
     return diff
 
 

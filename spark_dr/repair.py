@@ -1,196 +1,219 @@
 """``amqp-mirror repair --plan P --broker URL``: apply a repair plan to the surviving broker over AMQP.
 
-Idempotent: every re-sent message carries its original identity in the message annotation
-``x-opt-amqp-mirror-repair-origin``; before sending, the queue is scanned and identities already there
-are skipped (and a later reconciliation counts the copy as the original). Acks are applied by finding
-the message in the queue by content (bare message: properties, application properties, body, read
-from the survivor's journal at the planned position) and rejecting it, which the broker records as a
-*killed* acknowledgement, not a consumption; a message no longer there is skipped.
+Per queue of the plan, reached as ``address::queue`` (``survivor``): the queue is scanned (every message
+received unsettled, credit = its message count from management), each removal target (matched by the
+digest of its bare message) rejected, which the broker records as *killed*, not consumed, and
+dead-letters; everything else released, not a delivery attempt. Then each re-send not already there (a
+message carrying its identity in the repair annotation) is sent as the failed side stored it, plus that
+annotation (``payloads.stamp``), fetched by identity from the failed side's journal
+(``payloads.fetch``).
 
-The scan receives the whole queue unsettled (credit = the queue's message count from management) and
-then settles each delivery: rejected when it is an ack target, released otherwise (not a failed
-delivery: the delivery count does not grow). Our broker has no browsing or selectors yet.
+Idempotent and resumable: what a run did is kept beside the plan (``repair_log``), and a scan finds
+the copies an earlier run sent; a second run, or one after a run killed halfway, does only what is
+left. Whatever cannot be done is a problem: one line each, a non-zero exit, never a traceback. A queue
+the survivor does not have on that address; a scan that receives fewer messages than the queue holds
+(another consumer has some); a removal that matches nothing (consumed on the survivor since the plan:
+delivered twice); a re-send whose message the failed side's journal no longer holds live; an outcome
+other than Accepted.
 """
 
 from __future__ import annotations
 
-import hashlib
-import zlib
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from proton import Message
+from broker_core.amqp.codec import DecodeError
 
-from broker_core.journal import records
-from broker_core.journal.codec import FRAME, FRAME_SIZE, decode
-
-from .identity import REPAIR_ANNOTATION
-from .rows import journal_dir
+from . import payloads
+from .plan import plan_id
+from .repair_log import RepairLog
+from .survivor import REJECT, RELEASE, Refused, Seen, Survivor
 
 Say = Callable[[str], None]
-
-
-def read_payload(directory: Path, segment: int, offset: int) -> bytes:
-    """The stored message of the MessageAdded record at (segment, offset), crc-checked."""
-    directory = journal_dir(Path(directory))
-    matches = sorted(directory.glob(f"*{segment:012d}.jnl"))
-    if not matches:
-        raise FileNotFoundError(f"{directory}: no segment {segment}")
-    with open(matches[0], "rb") as f:
-        f.seek(offset)
-        head = f.read(FRAME_SIZE)
-        length, kind, crc = FRAME.unpack(head)
-        payload = f.read(length)
-    if len(payload) != length or zlib.crc32(payload, zlib.crc32(bytes([kind]))) != crc:
-        raise ValueError(f"{matches[0]}@{offset}: not a valid record")
-    rec = decode(kind, payload)
-    if not isinstance(rec, records.MessageAdded):
-        raise ValueError(f"{matches[0]}@{offset}: a {type(rec).__name__}, not a message")
-    return rec.body
-
-
-def content_key(msg: Message) -> str:
-    """What a client can see of a message's identity-free content (bare message fields)."""
-    properties: dict[Any, Any] = dict(msg.properties or {})
-    props = sorted((str(k), repr(v)) for k, v in properties.items())
-    parts = (msg.id, msg.correlation_id, msg.subject, msg.reply_to, msg.content_type, props, msg.body)
-    return hashlib.sha256(repr(parts).encode()).hexdigest()
 
 
 @dataclass
 class Outcome:
     dry_run: bool
-    sent: list[str] = field(default_factory=list)
-    already_present: list[str] = field(default_factory=list)
-    acked: list[str] = field(default_factory=list)
-    ack_not_found: list[str] = field(default_factory=list)
+    resent: int = 0
+    already_present: int = 0
+    removed: int = 0
+    already_removed: int = 0
+    problems: list[str] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         verb = "would " if self.dry_run else ""
         return {
             "dry_run": self.dry_run,
-            f"{verb}resend": len(self.sent),
-            "already_present": len(self.already_present),
-            f"{verb}ack": len(self.acked),
-            "ack_not_found": len(self.ack_not_found),
+            f"{verb}resend": self.resent,
+            "already_present": self.already_present,
+            f"{verb}remove": self.removed,
+            "already_removed": self.already_removed,
+            "problems": len(self.problems),
         }
 
 
 @dataclass
-class QueueScan:
-    """What one queue of the survivor holds: repaired identities and content keys per delivery."""
+class Settings:
+    url: str
+    dry_run: bool = False
+    journals: dict[str, str] = field(default_factory=dict)  # side name -> journal directory here
+    user: str | None = None
+    password: str | None = None
+    timeout: float = 10.0
+    log_path: Path | None = None  # the progress file (none: nothing kept between runs)
 
-    repaired: set[str]
-    keys: list[str]
 
-
-def queue_depth(url: str, queue: str) -> int:
-    from connections.cli import request
-
+def apply_plan(plan: dict[str, Any], settings: Settings, say: Say = print) -> Outcome:
+    """Apply ``plan`` to the survivor; every problem is in the outcome, none raised (but the survivor
+    being unreachable: ``OSError``, proton's ``ConnectionException`` or ``Timeout``)."""
+    outcome = Outcome(settings.dry_run)
+    log = RepairLog(None if settings.dry_run else settings.log_path, plan_id(plan))
+    bodies = _fetch_bodies(plan, settings, log, outcome, say)
+    survivor = Survivor(settings.url, settings.user, settings.password, settings.timeout)
     try:
-        return int(request(url, "getStatistics", [], resource=f"queue.{queue}")["message-count"])
-    except RuntimeError:
-        return 0
-
-
-def scan_and_settle(
-    conn: Any, url: str, queue: str, reject: Callable[[Message], bool], timeout: float
-) -> QueueScan:
-    """Receive every message of ``queue`` unsettled; then reject those ``reject`` picks, release the rest."""
-    count = queue_depth(url, queue)
-    scan = QueueScan(set(), [])
-    if count == 0:
-        return scan
-    receiver = conn.create_receiver(queue, credit=count)
-    got: list[Message] = []
-    try:
-        while len(got) < count:
+        work = _by_queue(plan)
+        for n, ((address, queue), (resends, removals)) in enumerate(sorted(work.items()), 1):
+            say(f"queue {queue} (address {address}, {n} of {len(work)}): "
+                f"{len(resends)} to re-send, {len(removals)} to remove")  # fmt: skip
+            repair = QueueRepair(survivor, address, queue, settings, log, outcome, say)
             try:
-                got.append(receiver.receive(timeout=timeout))
-            except Exception:  # Timeout: fewer than counted (a consumer took some)
-                break
-        for msg in got:
-            annotations: dict[Any, Any] = dict(msg.annotations or {})
-            origin = annotations.get(REPAIR_ANNOTATION)
-            if isinstance(origin, str):
-                scan.repaired.add(origin)
-            scan.keys.append(content_key(msg))
-            if reject(msg):
-                receiver.reject()
-            else:
-                receiver.release(delivered=False)
+                repair.run(resends, removals, bodies)
+            except Refused as exc:
+                outcome.problems.append(
+                    f"queue {queue} on address {address}: {exc}; {len(resends)} re-sends and "
+                    f"{len(removals)} removals not done there"
+                )
     finally:
-        receiver.close()
-    return scan
-
-
-def apply_plan(
-    plan: dict[str, Any],
-    url: str,
-    *,
-    dry_run: bool = False,
-    journals: dict[str, str] | None = None,
-    say: Say = print,
-    timeout: float = 10.0,
-) -> Outcome:
-    from proton.utils import BlockingConnection
-
-    paths = {**plan["journals"], **(journals or {})}
-    outcome = Outcome(dry_run)
-    queues = sorted({e["queue"] for e in plan["resend"]} | {e["queue"] for e in plan["acks"]})
-    conn = BlockingConnection(url, timeout=timeout, allowed_mechs="ANONYMOUS")
-    try:
-        for queue in queues:
-            _repair_queue(conn, url, queue, plan, paths, outcome, dry_run, say, timeout)
-    finally:
-        conn.close()
-    say(f"repair {'(dry run) ' if dry_run else ''}done: {outcome.summary()}")
+        survivor.close()
+    say(f"repair {'(dry run) ' if settings.dry_run else ''}done: {outcome.summary()}")
     return outcome
 
 
-def _repair_queue(
-    conn: Any, url: str, queue: str, plan: dict[str, Any], paths: dict[str, str], outcome: Outcome,
-    dry_run: bool, say: Say, timeout: float,
-) -> None:  # fmt: skip
-    targets: dict[str, list[str]] = {}  # content key -> identities still to remove
-    for entry in (e for e in plan["acks"] if e["queue"] == queue):
-        body = read_payload(Path(paths[entry["side"]]), entry["segment"], entry["offset"])
-        targets.setdefault(content_key(_decode(body)), []).append(entry["identity"])
-
-    def pick(msg: Message) -> bool:
-        waiting = targets.get(content_key(msg))
-        if not waiting:
-            return False
-        outcome.acked.append(waiting.pop())
-        return not dry_run
-
-    scan = scan_and_settle(conn, url, queue, pick, timeout)
-    outcome.ack_not_found += [i for ids in targets.values() for i in ids]
-    sender = None if dry_run else conn.create_sender(queue)
-    for entry in (e for e in plan["resend"] if e["queue"] == queue):
-        if entry["identity"] in scan.repaired:
-            outcome.already_present.append(entry["identity"])
-            continue
-        msg = _decode(read_payload(Path(paths[entry["side"]]), entry["segment"], entry["offset"]))
-        msg.annotations = {**(msg.annotations or {}), REPAIR_ANNOTATION: entry["identity"]}
-        msg.durable = True
-        if sender is not None:
-            sender.send(msg)
-        outcome.sent.append(entry["identity"])
-    if sender is not None:
-        sender.close()
-    say(
-        f"queue {queue}: resend {len(outcome.sent)}, skip {len(outcome.already_present)},"
-        f" ack {len(outcome.acked)}"
-    )
+Entries = list[dict[str, Any]]
 
 
-def _decode(body: bytes) -> Message:
-    msg = Message()
-    msg.decode(body)
-    return msg
+def _by_queue(plan: dict[str, Any]) -> dict[tuple[str, str], tuple[Entries, Entries]]:
+    """(address, queue) -> (its re-sends, its removals)."""
+    work: dict[tuple[str, str], tuple[Entries, Entries]] = defaultdict(lambda: ([], []))
+    for entry in plan["resend"]:
+        work[entry["address"], entry["queue"]][0].append(entry)
+    for entry in plan["remove"]:
+        work[entry["address"], entry["queue"]][1].append(entry)
+    return dict(work)
+
+
+def _fetch_bodies(
+    plan: dict[str, Any], settings: Settings, log: RepairLog, outcome: Outcome, say: Say
+) -> dict[tuple[str, str], bytes]:
+    """The stored bytes of every re-send not done yet, from the failed side's journal."""
+    todo = [e for e in plan["resend"] if (e["queue"], e["identity"]) not in log.sent]
+    if not todo:
+        return {}
+    failed = plan["failed"]
+    directory = Path(settings.journals.get(failed) or plan["journals"][failed])
+    say(f"reading {len(todo)} messages to re-send from {failed}'s journal {directory}")
+    wanted = [
+        payloads.Wanted(e["identity"], e["queue"], e["digest"], tuple(e["hint"]) if e.get("hint") else None)
+        for e in todo
+    ]
+    found = payloads.fetch(directory, wanted, failed, say, plan.get("nodes", {}).get(failed, ""))
+    for e in todo:
+        why = found.problems.get((e["queue"], e["identity"]))
+        if why is not None:
+            outcome.problems.append(f"re-send {e['identity']} to queue {e['queue']}: {why}")
+    return found.bodies
+
+
+class QueueRepair:
+    """The plan's actions on one queue of the survivor."""
+
+    def __init__(
+        self, survivor: Survivor, address: str, queue: str, settings: Settings, log: RepairLog,
+        outcome: Outcome, say: Say,
+    ) -> None:  # fmt: skip
+        self.survivor, self.address, self.queue = survivor, address, queue
+        self.settings, self.log, self.outcome, self.say = settings, log, outcome, say
+        self.present: set[str] = set()  # identities of repaired copies the scan saw
+        self.removing: list[tuple[str, str]] = []  # (queue, identity)
+
+    def run(self, resends: Entries, removals: Entries, bodies: dict[tuple[str, str], bytes]) -> None:
+        depth = self.survivor.depth(self.queue)
+        if depth is None:
+            raise Refused(f"the survivor has no queue {self.queue}")
+        targets: dict[str, list[str]] = defaultdict(list)  # content key -> identities to remove
+        for e in removals:
+            targets[e["digest"]].append(e["identity"])
+        received = self.survivor.scan(self.address, self.queue, depth, lambda got: self._decide(got, targets))
+        if received < depth:
+            self.outcome.problems.append(
+                f"queue {self.queue}: the scan received {received} of its {depth} messages within "
+                f"{self.settings.timeout:g} s: another consumer holds the rest; stop it and run repair again"
+            )
+        self._unmatched(targets)
+        sent = self._resend(resends, bodies)
+        self.say(f"queue {self.queue}: {self._verb}re-sent {sent}, {self._verb}removed {len(self.removing)}")
+
+    @property
+    def _verb(self) -> str:
+        return "would have " if self.settings.dry_run else ""
+
+    def _decide(self, seen: list[Seen], targets: dict[str, list[str]]) -> list[str]:
+        verdicts = []
+        for message in seen:
+            if message.origin is not None:
+                self.present.add(message.origin)
+            waiting = targets.get(message.key)
+            if waiting:
+                self.removing.append((self.queue, waiting.pop()))
+                verdicts.append(RELEASE if self.settings.dry_run else REJECT)
+            else:
+                verdicts.append(RELEASE)
+        self.log.record("removing", self.removing)  # before the rejects go out
+        self.outcome.removed += len(self.removing)
+        return verdicts
+
+    def _unmatched(self, targets: dict[str, list[str]]) -> None:
+        for identity in (i for ids in targets.values() for i in ids):
+            if (self.queue, identity) in self.log.removing:
+                self.outcome.already_removed += 1
+            else:
+                self.outcome.problems.append(
+                    f"remove {identity} from queue {self.queue}: not found on the survivor (consumed there "
+                    f"since the plan, so delivered on both sides, or removed by hand)"
+                )
+
+    def _resend(self, resends: Entries, bodies: dict[tuple[str, str], bytes]) -> int:
+        todo: list[tuple[str, bytes]] = []
+        for e in resends:
+            identity = e["identity"]
+            if identity in self.present or (self.queue, identity) in self.log.sent:
+                self.outcome.already_present += 1  # there, or sent earlier and consumed since
+                continue
+            body = bodies.get((self.queue, identity))
+            if body is None:
+                continue  # its problem was reported when the journal was read
+            try:
+                todo.append((identity, payloads.stamp(body, identity)))
+            except DecodeError as exc:
+                self.outcome.problems.append(f"re-send {identity}: its stored bytes are not a message: {exc}")
+        if self.settings.dry_run or not todo:
+            self.outcome.resent += len(todo)
+            return len(todo)
+        accepted: list[tuple[str, str]] = []
+        problems = self.survivor.send(
+            self.address,
+            self.queue,
+            [p for _, p in todo],
+            lambda i: accepted.append((self.queue, todo[i][0])),
+        )
+        self.log.record("sent", accepted)
+        self.outcome.resent += len(accepted)
+        self.outcome.problems += [f"re-send to queue {self.queue}: {p}" for p in problems]
+        return len(accepted)
 
 
 def parse_journal_overrides(values: list[str] | None) -> dict[str, str]:
@@ -198,10 +221,10 @@ def parse_journal_overrides(values: list[str] | None) -> dict[str, str]:
     out = {}
     for value in values or []:
         name, sep, path = value.partition("=")
-        if not sep:
+        if not sep or not name or not path:
             raise ValueError(f"--journal wants NAME=DIR, got {value!r}")
         out[name] = path
     return out
 
 
-__all__ = ["apply_plan", "content_key", "read_payload"]
+__all__ = ["Outcome", "Settings", "apply_plan", "parse_journal_overrides"]

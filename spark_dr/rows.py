@@ -31,7 +31,7 @@ from broker_core.journal.records import (
 )
 from broker_core.paging.replay import iter_records_with_pages
 
-from .identity import payload_digest, repair_origin
+from .identity import message_identity, payload_digests
 
 # (name, Spark SQL type); the order is the row tuple's order
 COLUMNS: list[tuple[str, str]] = [
@@ -56,6 +56,9 @@ COLUMNS: list[tuple[str, str]] = [
     ("repaired", "boolean"),  # carries the repair's origin annotation
     ("meta_key", "string"),
     ("meta_value", "string"),
+    # the digest's first 8 bytes as a signed integer: what reconciliation reads and compares (8 bytes a
+    # row, where the hex digest takes 64 and most of an export's size)
+    ("digest64", "bigint"),
 ]
 COLUMN_NAMES = [name for name, _ in COLUMNS]
 SCHEMA_DDL = ", ".join(f"`{name}` {kind}" for name, kind in COLUMNS)
@@ -79,6 +82,15 @@ def journal_dir(directory: Path) -> Path:
     return directory
 
 
+def store_records(directory: Path) -> Iterator[tuple[tuple[int, int], Any]]:
+    """Every record a broker's store holds, in the broker's replay order, each with its position (file
+    sequence, offset): the segments of its journal directory (or of the data directory's ``journal``),
+    with the messages of its page files (``paging`` beside the journal) read as if journalled where
+    their pages were committed. The one place that knows which files hold records: the export, the data
+    source and the repair's payload lookup all read through it."""
+    return iter_records_with_pages(journal_dir(directory))
+
+
 def journal_rows(directory: Path, live: LiveMessages | None = None) -> Iterator[Row]:
     """Every record of the journal in replay order, as a row of ``COLUMNS`` (read-only); ``live`` is
     the live-message table to fill (a fresh one by default).
@@ -93,7 +105,7 @@ def _rows(directory: Path, live: LiveMessages | None) -> Iterator[Row]:
     queues: dict[int, tuple[str, str]] = {}  # queue id -> (name, address)
     live = LiveMessages() if live is None else live
     blank: list[Any] = [None] * len(COLUMNS)
-    for (seg, off), rec in iter_records_with_pages(directory):  # paged messages read as journalled
+    for (seg, off), rec in store_records(directory):
         row = list(blank)
         row[0], row[1], row[2] = node, seg, off
         if isinstance(rec, MessageAdded):
@@ -211,16 +223,12 @@ class LiveMessages:
 def _send(
     row: list[Any], node: str, rec: MessageAdded, queues: dict[int, tuple[str, str]]
 ) -> tuple[str, int]:
-    identity = repair_origin(rec.body) if not rec.via_mirror else None
-    if identity is None:
-        if rec.origin_broker_id is not None and rec.origin_message_id is not None:
-            identity = (rec.origin_broker_id, rec.origin_message_id)
-        else:
-            identity = (node, rec.message_id)
+    identity = message_identity(node, rec)
     row[3], row[4], row[5], row[6] = "send", rec.message_id, rec.origin_broker_id, rec.origin_message_id
     row[7], row[8], row[9] = identity[0], identity[1], rec.address
     row[11] = [queues[q][0] if q in queues else f"#{q}" for q in rec.queue_ids]
     row[13], row[14], row[15] = rec.via_mirror, rec.timestamp_ms, rec.expiry_ms
-    row[16], row[17] = payload_digest(rec.body), len(rec.body)
+    row[16], row[21] = payload_digests(rec.body)
+    row[17] = len(rec.body)
     row[18] = identity != (rec.origin_broker_id or node, rec.origin_message_id or rec.message_id)
     return identity

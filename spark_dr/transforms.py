@@ -44,7 +44,7 @@ _SEND_COLUMNS = [
     "identity_broker",
     "identity_id",
     "address",
-    "digest",
+    "digest64",  # compared as the digest's first 8 bytes, named "digest"
     "size",
     "segment",
     "offset",
@@ -65,7 +65,8 @@ def all_send_refs(records: DataFrame) -> DataFrame:
         "message_id",
         *_SEND_COLUMNS[:3],
         F.explode("queues").alias("queue"),
-        *_SEND_COLUMNS[3:],
+        F.col("digest64").alias("digest"),
+        *_SEND_COLUMNS[4:],
         F.col("timestamp_ms").alias("sent_ms"),
         F.col("via_mirror").alias("send_via_mirror"),
         F.lit(True).alias("sent"),
@@ -209,7 +210,8 @@ def classify(
     )
 
 
-_CARRIED = ["consumed", "ack_reason", "digest", "size", "segment", "offset", "message_id", "repaired"]
+_CARRIED = ["consumed", "ack_reason", "digest", "size", "segment", "offset", "message_id", "repaired",
+            "sent_ms", "acked_ms"]  # fmt: skip
 
 
 def summarize(classified: DataFrame) -> DataFrame:

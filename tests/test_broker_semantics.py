@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from proton import ConnectionException, Delivery, Message, Timeout
-from proton.utils import LinkDetached
+from proton.utils import LinkDetached, SendException
 
 from connections.cli import request
 from tests.peers.ports import wait_until
@@ -228,3 +228,38 @@ def test_receive_helper_raises_when_the_broker_goes_away(broker: BrokerProcess) 
     assert not t.is_alive(), "the helper kept waiting on a dead connection"
     [result] = outcome
     assert isinstance(result, ConnectionException), f"the helper returned {result!r} for a dead broker"
+
+
+def test_a_fully_qualified_target_sends_to_that_one_queue(tmp_path: Path) -> None:
+    """``address::queue`` as a producer's target (Artemis's fully qualified queue name): the message goes
+    to that queue only, whatever the queue is called and whatever else the address has bound; a queue
+    that is not on that address is refused at attach, and one deleted since is a rejected message, not
+    an Accepted one that reached nothing."""
+    b = BrokerProcess(
+        tmp_path / "b",
+        xml_kwargs={
+            "addresses": """
+      <address name="billing"><anycast><queue name="billing.q"/></anycast></address>
+      <address name="news"><multicast><queue name="news.a"/><queue name="news.b"/></multicast></address>"""
+        },
+    )
+    b.start()
+    try:
+        with connect(b.url) as conn:
+            conn.create_sender("news::news.b").send(Message(body="to b only", durable=True))
+            conn.create_sender("billing::billing.q").send(Message(body="billed", durable=True))
+            for wrong in ("news::billing.q", "billing::missing"):
+                with pytest.raises(LinkDetached) as info:
+                    conn.create_sender(wrong)
+                assert "amqp:not-found" in str(info.value)
+            orphan = conn.create_sender("news::news.a")
+            request(b.url, "destroyQueue", ["news.a"])
+            with pytest.raises(SendException) as refused:
+                orphan.send(Message(body="into nothing", durable=True))
+            assert refused.value.state == Delivery.REJECTED
+        assert [m.body for m in receive(b.url, "news::news.b", 5, timeout=0.5)] == ["to b only"]
+        assert [m.body for m in receive(b.url, "billing::billing.q", 5, timeout=0.5)] == ["billed"]
+        names = request(b.url, "getAddressNames", [])
+        assert not [n for n in names if "::" in n], "an address was made of the qualified name"
+    finally:
+        b.stop()

@@ -166,21 +166,21 @@ def test_reconcile_repair_reconcile_on_real_journals(
     assert "survivor DC2: NEEDS REPAIR" in said.out
     assert "pass 2 on the driver" in said.err  # the exports are small: the driver classifies
     plan = json.loads((tmp_path / "plan-1.json").read_text())
-    assert len(plan["resend"]) == 8 and len(plan["acks"]) == expected["acked_one_side", "DC1"]
+    assert len(plan["resend"]) == 8 and len(plan["remove"]) == expected["acked_one_side", "DC1"]
     assert len(plan["duplicates_expected"]) == expected["consumed_both", None]
 
     repair = argparse.Namespace(plan=str(tmp_path / "plan-1.json"), broker=dc2.url, dry_run=True,
-                                journal=None, timeout=5.0, quiet=True)  # fmt: skip
+                                journal=None, user=None, password=None, timeout=5.0, quiet=True)  # fmt: skip
     before = depth(dc2, "orders")
     assert repair_main(repair) == 0
     assert depth(dc2, "orders") == before, "a dry run changed the broker"
     repair.dry_run = False
     assert repair_main(repair) == 0
     applied = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert applied["resend"] == 8 and applied["ack"] == len(plan["acks"]) and applied["ack_not_found"] == 0
+    assert applied["resend"] == 8 and applied["remove"] == len(plan["remove"]) and applied["problems"] == 0
     assert repair_main(repair) == 0  # again: nothing left to do
     again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert again["resend"] == 0 and again["already_present"] == 8 and again["ack"] == 0
+    assert again["resend"] == 0 and again["already_present"] == 8 and again["remove"] == 0
 
     live = truth.live_after_repair()
     for queue, n in live.items():
@@ -200,7 +200,7 @@ def test_reconcile_repair_reconcile_on_real_journals(
     assert [after[k] for k in unchanged] == [expected[k] for k in unchanged]
     # the removed messages were dead-lettered (kept for the operator): DC2-only copies on the DLA
     dla = sum(r["count"] for r in second["by_address"] if r["address"] == "DLA")
-    assert dla == len(plan["acks"])
+    assert dla == len(plan["remove"])
     assert after["one_side_only", "DC2"] == expected["one_side_only", "DC2"] + dla
     metrics = (tmp_path / "metrics-2.prom").read_text()
     assert "amqp_mirror_dr_survivor_in_sync 1" in metrics

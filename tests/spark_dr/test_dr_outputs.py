@@ -21,10 +21,11 @@ from broker_core.journal.records import (
 )
 from broker_core.vocabulary import ANYCAST
 from spark_dr.identity import REPAIR_ANNOTATION, payload_digest, repair_origin
+from spark_dr.payloads import read_record
 from spark_dr.plan import build_plan
 from spark_dr.pushgateway import exposition, write_and_push
-from spark_dr.repair import read_payload
-from spark_dr.report import console_summary, html_report
+from spark_dr.report import console_summary, repair_command
+from spark_dr.report_html import html_report, plot_figure
 from spark_dr.rows import COLUMN_NAMES, LiveMessages, journal_rows
 
 
@@ -55,8 +56,8 @@ def test_rows_resolve_queues_identities_digests_and_positions(tmp_path: Path) ->
     assert payload_digest(encoded("c", origin="peer:40")) == payload_digest(encoded("c"))
     ack = next(r for r in rows if r["event"] == "ack")
     assert (ack["queue"], ack["message_id"], ack["ack_reason"], ack["via_mirror"]) == ("orders", 1, 1, True)
-    body = read_payload(tmp_path, sends[2]["segment"], sends[2]["offset"])
-    assert repair_origin(body) == ("peer", 40)
+    rec = read_record(tmp_path, sends[2]["segment"], sends[2]["offset"])
+    assert isinstance(rec, MessageAdded) and repair_origin(rec.body) == ("peer", 40)
 
 
 def test_acks_carry_the_identity_of_the_live_message_they_settle(tmp_path: Path) -> None:
@@ -168,37 +169,83 @@ def result() -> dict[str, Any]:
     diverged = [
         {"identity_broker": "n1", "identity_id": 3, "queue": "q", "address": "q", "class": "one_side_only",
          "side": "DC1", "dc1_status": "live", "dc2_status": "absent", "first_ms": 1000, "last_ms": 1000,
-         "dc1_digest": "d", "dc1_size": 5, "dc1_segment": 1, "dc1_offset": 32, "dc2_digest": None,
-         "dc2_size": None, "dc2_segment": None, "dc2_offset": None},
+         "diverged_ms": 1000, "dc1_digest": "d", "dc1_size": 5, "dc1_segment": 1, "dc1_offset": 32,
+         "dc2_digest": None, "dc2_size": None, "dc2_segment": None, "dc2_offset": None, "dc1_repaired": False,
+         "dc2_repaired": None},
+        {"identity_broker": "n1", "identity_id": 4, "queue": "q.sub", "address": "q",
+         "class": "acked_one_side", "side": "DC1", "dc1_status": "acked", "dc2_status": "live",
+         "first_ms": 900, "last_ms": 5000, "diverged_ms": 5000, "dc1_digest": "e", "dc1_size": 5,
+         "dc1_segment": 1, "dc1_offset": 90,
+         "dc2_digest": "e", "dc2_size": 5, "dc2_segment": 2, "dc2_offset": 40, "dc1_repaired": False,
+         "dc2_repaired": False},
     ]  # fmt: skip
     return {
         "generated_at_ms": 1_700_000_000_000, "seconds": 1.5, "names": ["DC1", "DC2"], "survivor": "DC2",
-        "failed": "DC1", "counts": {"in_sync": 4, "one_side_only": 1, "acked_one_side": 0, "consumed_both": 0,
+        "failed": "DC1", "counts": {"in_sync": 4, "one_side_only": 1, "acked_one_side": 1, "consumed_both": 0,
                                     "payload_differs": 0, "orphan_ack": 0},
-        "total": 5, "by_address": [{"address": "q", "class": "in_sync", "side": None, "count": 4},
-                                   {"address": "q", "class": "one_side_only", "side": "DC1", "count": 1}],
-        "window": {"first_ms": 1000, "last_ms": 1000},
-        "timeline": [{"bucket_ms": 1000, "class": "one_side_only", "count": 1}],
+        "total": 6, "by_address": [{"address": "q", "class": "in_sync", "side": None, "count": 4},
+                                   {"address": "q", "class": "one_side_only", "side": "DC1", "count": 1},
+                                   {"address": "q", "class": "acked_one_side", "side": "DC1", "count": 1}],
+        "window": {"first_ms": 1000, "last_ms": 5000},
+        "timeline": [{"bucket_ms": 1000, "class": "one_side_only", "count": 1},
+                     {"bucket_ms": 5000, "class": "acked_one_side", "count": 1}],
         "sides": {n: {"node_id": f"{n}-node-id", "path": f"/data/{n}", "records": 9, "last_ms": 2000,
                       "unmirrored_messages": 1, "unmirrored_events": 2, "oldest_unmirrored_ms": 1000,
                       "recovery_point_gap_ms": 1000} for n in ("DC1", "DC2")},
+        "repaired": {"DC1": 0, "DC2": 2},
         "survivor_in_sync": False, "diverged": diverged,
     }  # fmt: skip
 
 
-def test_console_summary_fits_one_screen_and_html_embeds_the_plot() -> None:
-    text = console_summary(result())
+def with_repair(r: dict[str, Any]) -> dict[str, Any]:
+    plan = build_plan(r)
+    r["repair"] = {"plan": "out/repair-plan.json", "command": repair_command(Path("out/repair-plan.json"),
+                   "amqp://dc2:5672", r), "queues": plan["queues"], "resend": 1, "remove": 1,
+                   "duplicates_expected": 0, "needs_decision": 0}  # fmt: skip
+    r["timing"] = {"wall_s": 21.5, "spark_start_s": 9.2, "export_s": 4.1, "reconcile_s": 1.5}
+    return r
+
+
+def test_console_summary_says_what_to_do_next_on_one_screen() -> None:
+    text = console_summary(with_repair(result()))
     assert len(text.splitlines()) <= 24 and max(map(len, text.splitlines())) <= 160
-    assert "only@DC1" in text and "NEEDS REPAIR" in text and "recovery-point gap 1.000 s" in text
-    page = html_report(result())
-    assert "data:image/png;base64," in page and "<td>one_side_only</td>" in page
+    assert "only on DC1" in text and "consumed on DC1 only" in text and "NEEDS REPAIR" in text
+    assert "21.5 s in all (Spark start-up 9.2 s" in text and "recovery-point gap 1.000 s" in text
+    assert "in sync: 4 (of which 2 repaired copies)" in text
+    assert "\n    amqp-mirror repair --plan out/repair-plan.json --broker amqp://dc2:5672" in text
+    queue_lines = [line.split() for line in text.splitlines() if line.startswith("    q")]
+    assert queue_lines == [
+        ["queue", "address", "re-send", "remove"],
+        ["q", "q", "1", "0"],
+        ["q.sub", "q", "0", "1"],
+    ]
 
 
-def test_plan_resends_from_the_failed_side_journal() -> None:
+def test_html_groups_references_by_action_with_a_bar_plot_and_no_none() -> None:
+    page = html_report(with_repair(result()))
+    assert "data:image/png;base64," in page and "None" not in page
+    assert page.index("What the repair will do on DC2") < page.index("Re-send to DC2 (live on DC1 only): 1")
+    assert page.index("Re-send to DC2 (live on DC1 only): 1") < page.index("Remove from DC2")
+    assert "<th>consumed on DC1 only</th>" in page or '<th class="n">consumed on DC1 only</th>' in page
+    assert "amqp-mirror repair --plan out/repair-plan.json --broker amqp://dc2:5672" in page
+
+
+def test_plot_draws_bars_not_lines_across_empty_time() -> None:
+    fig = plot_figure(result())
+    [ax] = fig.axes
+    assert list(ax.lines) == [], "a line would join 1 s and 5 s across the empty time between"
+    bars = [(p.get_x(), p.get_height()) for p in ax.patches]
+    assert bars == [(0.0, 1.0), (4.0, 1.0)]  # one bar per bucket that has divergence, where it is
+
+
+def test_plan_names_messages_by_identity_with_their_queue_and_a_hint() -> None:
     plan = build_plan(result())
     assert plan["resend"] == [{"identity": "n1:3", "address": "q", "queue": "q", "digest": "d", "size": 5,
-                               "side": "DC1", "segment": 1, "offset": 32}]  # fmt: skip
-    assert plan["acks"] == [] and plan["journals"]["DC1"] == "/data/DC1"
+                               "hint": [1, 32]}]  # fmt: skip
+    assert plan["remove"] == [{"identity": "n1:4", "address": "q", "queue": "q.sub", "digest": "e"}]
+    assert plan["journals"]["DC1"] == "/data/DC1" and plan["nodes"]["DC2"] == "DC2-node-id"
+    assert plan["queues"] == [{"queue": "q", "address": "q", "resend": 1, "remove": 0},
+                              {"queue": "q.sub", "address": "q", "resend": 0, "remove": 1}]  # fmt: skip
 
 
 def test_pushgateway_text_is_written_and_put(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import pytest
@@ -14,6 +15,10 @@ SNF = "$ACTIVEMQ_ARTEMIS_MIRROR_DC2"
 
 
 def rec(node: str, event: str, **kw: Any) -> tuple[Any, ...]:
+    if kw.get("digest") is not None:  # what the reader writes beside a digest
+        kw.setdefault(
+            "digest64", int.from_bytes(hashlib.sha256(kw["digest"].encode()).digest()[:8], "big", signed=True)
+        )
     row = dict.fromkeys(COLUMN_NAMES)
     row.update(node_id=node, event=event, segment=1, offset=kw.pop("offset", 0), **kw)
     return tuple(row[c] for c in COLUMN_NAMES)
@@ -149,20 +154,26 @@ def test_recovery_point_gap_and_dedup_marks(spark: Any) -> None:
 @pytest.mark.parametrize("bucket", [1000, 500])
 def test_summary_window_and_timeline(spark: Any, bucket: int) -> None:
     """The summary is a transform; the window and the timeline are folded on the driver from the
-    collected diverged references (reconcile collects them all anyway), and agree with the summary."""
+    collected diverged references (reconcile collects them all anyway), and agree with the summary.
+    Both go by each reference's divergent event: DC1's 3, sent long before (at 100, mirrored at 150),
+    diverged when DC1 consumed it at 2500, not when it was sent."""
     from pyspark.testing import assertDataFrameEqual
 
-    from spark_dr.reconcile import count_classes, divergence_window, timeline
+    from spark_dr.reconcile import count_classes, divergence_ms, divergence_window, timeline
 
-    dc1 = [send(N1, 1, ts=1000), send(N1, 2, ts=1600), send(N1, 3, ts=2100), ack(N1, 3, ts=2500)]
+    dc1 = [send(N1, 1, ts=1000), send(N1, 2, ts=1600), send(N1, 3, ts=100), ack(N1, 3, ts=2500)]
     # DC2's 10 (DC1's 7, consumed on DC1, compacted there) is in sync: not in the window
-    dc2 = [send(N2, 9, origin=(N1, 3), ts=2200), send(N2, 10, origin=(N1, 7), ts=900)]
+    dc2 = [send(N2, 9, origin=(N1, 3), ts=150), send(N2, 10, origin=(N1, 7), ts=900)]
     dc2.append(ack(N2, 10, ts=950, via_mirror=True))
     c = T.classify(T.side_state(frame(spark, dc1)), T.side_state(frame(spark, dc2)), node1=N1, node2=N2)
     summary = T.summarize(c)
     counts = [("q", "one_side_only", "DC1", 2), ("q", "acked_one_side", "DC1", 1), ("q", "in_sync", None, 1)]
     assertDataFrameEqual(summary, spark.createDataFrame(counts, summary.schema))
     diverged = [r.asDict() for r in c.filter("class != 'in_sync'").collect()]
+    for d in diverged:
+        d["diverged_ms"] = divergence_ms(d, ("DC1", "DC2"))
+    assert sorted((d["identity_id"], d["first_ms"], d["diverged_ms"]) for d in diverged) == [
+        (1, 1000, 1000), (2, 1600, 1600), (3, 100, 2500)]  # fmt: skip
     assert sorted(count_classes(diverged), key=str) == sorted(
         [r.asDict() for r in summary.collect() if r["class"] != "in_sync"], key=str
     )
@@ -170,7 +181,7 @@ def test_summary_window_and_timeline(spark: Any, bucket: int) -> None:
     assert divergence_window([]) == {"first_ms": None, "last_ms": None}
     want = {
         1000: [(1000, "one_side_only", 2), (2000, "acked_one_side", 1)],
-        500: [(1000, "one_side_only", 1), (1500, "one_side_only", 1), (2000, "acked_one_side", 1)],
+        500: [(1000, "one_side_only", 1), (1500, "one_side_only", 1), (2500, "acked_one_side", 1)],
     }
     assert timeline(diverged, bucket) == [
         {"bucket_ms": b, "class": k, "count": n} for b, k, n in want[bucket]
