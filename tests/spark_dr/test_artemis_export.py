@@ -77,7 +77,8 @@ def test_a_message_waiting_for_the_mirror_is_addressed_to_its_client_queue(tmp_p
 
 
 def test_a_copy_our_repair_sent_to_artemis_keeps_the_identity_it_was_stamped_with(tmp_path: Path) -> None:
-    stamp = '<property name="JMS_AMQP_MA_x-opt-amqp-mirror-repair-origin" value="dc1:42" type="simple-string"/>'
+    name = "JMS_AMQP_MA_x-opt-amqp-mirror-repair-origin"  # how Artemis keeps a message annotation
+    stamp = f'<property name="{name}" value="dc1:42" type="simple-string"/>'
     text = RECORDED.read_text().replace("<properties>", "<properties>" + stamp, 1)
     (tmp_path / "x.xml").write_text(text)
     first = next(r for r in rows(tmp_path / "x.xml") if r["event"] == "send")
