@@ -23,7 +23,7 @@ from tests.artemis.support import (
     send_to_queue,
 )
 from tests.peers.artemis import CONNECTED, ArtemisProcess
-from tests.peers.ports import free_port, wait_until
+from tests.peers.ports import WaitTimeout, free_port, wait_until
 from tests.support.broker import BrokerProcess
 from tests.support.client import receive
 
@@ -53,7 +53,13 @@ def test_sends_reach_us_exactly_once(pair: tuple[ArtemisProcess, BrokerProcess])
     source, target = pair
     sent = [f"s{i}" for i in range(300)]
     assert send_to_queue(source, "sends", sent) == 300
-    wait_until(lambda: depth(target, "sends") == 300, 30, "the 300 messages on our side")
+    try:  # the module's first events: generous on a loaded machine, and what was where if it fails
+        wait_until(lambda: depth(target, "sends") == 300, 90, "the 300 messages on our side")
+    except WaitTimeout as exc:
+        backlog = depth(source, "$ACTIVEMQ_ARTEMIS_MIRROR_ours")
+        applied = call(target, "getMirrorStatus")["target"]
+        raise AssertionError(f"{exc}: {depth(target, 'sends')} here, Artemis's mirror backlog {backlog}, "
+                             f"our target {applied}\n{source.log()[-3000:]}") from exc  # fmt: skip
     assert bodies(target, "sends") == sorted(sent)
     assert depth(source, "sends") == 300
 
