@@ -128,6 +128,7 @@ TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest
     "ops/test_log_lines.py": "pure",
     "artemis/": "peers",
     "spark_dr/": "spark",
+    "spark_dr/test_artemis_export.py": "pure",
     "installed/": "installed",
     "test_layers.py": "pure",
     "test_engine.py": "pure",

@@ -24,7 +24,6 @@ from spark_dr.rows import COLUMN_NAMES
 
 RECORDED = Path(__file__).parent / "data" / "artemis-2.40-export.xml"
 OURS = "127d0b22-dbbb-49fd-b6c2-71ce4d501602"  # the node id of our broker, the origin of two messages
-pytestmark = pytest.mark.pure
 
 
 def rows(path: Path = RECORDED, node: str = "ARTEMIS") -> list[dict[str, object]]:
