@@ -69,7 +69,23 @@ class Exported:
     priority: int = 4
     expiration: int = 0
     timestamp: int = 0
-    body: bytes = b""
+    body_text: str = ""  # as written: base64, in one or several CDATA chunks
+
+    @property
+    def body(self) -> bytes:
+        """The body in Artemis's core encoding: each chunk (a large message has several) decoded alone."""
+        chunks = self.body_text.split()
+        if all(len(c) % 4 == 0 for c in chunks):
+            return b"".join(base64.b64decode(c) for c in chunks)
+        return base64.b64decode("".join(chunks))
+
+    @property
+    def size(self) -> int:
+        """The body's length, from its base64 text (not decoded: a reconciliation never needs it)."""
+        total = 0
+        for chunk in self.body_text.split():
+            total += len(chunk) * 3 // 4 - len(chunk) + len(chunk.rstrip("="))
+        return total
 
     def identity(self, node_id: str) -> tuple[str, int, bool]:
         """(broker, id, repaired): the repair's mark, the mirror's identity, or the local one."""
@@ -106,30 +122,33 @@ class Bindings:
         return next((self.queues[q] for q in named if q in self.queues), named[0] if named else None)
 
 
+_READ = ("address-binding", "queue-binding", "bindings", "message")
+
+
 def read_export(path: Path) -> Iterator[Bindings | Exported]:
     """The export's bindings (once, when ``<bindings>`` ends), then each message, streamed: memory
     follows one message, not the export."""
     from lxml import etree
 
     bindings, ordinal = Bindings(), 0
-    events = etree.iterparse(str(path), events=("end",), huge_tree=True, resolve_entities=False)
+    events = etree.iterparse(
+        str(path), events=("end",), tag=_READ, huge_tree=True, resolve_entities=False
+    )  # only these tags come back to Python: a message's own elements are read from it
     for _, elem in events:
         tag = elem.tag
-        if tag == "address-binding":
+        if tag == "message":
+            yield _message(elem, ordinal)
+            ordinal += 1
+        elif tag == "address-binding":
             bindings.addresses.append(elem.get("name", ""))
         elif tag == "queue-binding":
             bindings.queues[elem.get("name", "")] = elem.get("address", "")
-        elif tag == "bindings":
-            yield bindings
-        elif tag == "message":
-            yield _message(elem, ordinal)
-            ordinal += 1
         else:
+            yield bindings
             continue
-        if tag != "bindings":
-            elem.clear(keep_tail=False)
-            while elem.getprevious() is not None:  # drop what was already read, for a large export
-                del elem.getparent()[0]
+        elem.clear(keep_tail=False)
+        while elem.getprevious() is not None:  # drop what was already read, for a large export
+            del elem.getparent()[0]
 
 
 def _message(elem: Any, ordinal: int) -> Exported:
@@ -147,16 +166,8 @@ def _message(elem: Any, ordinal: int) -> Exported:
         priority=int(elem.get("priority", "4")),
         expiration=int(elem.get("expiration", "0")),
         timestamp=int(elem.get("timestamp", "0")),
-        body=_base64(body.text if body is not None else None),
+        body_text=(body.text or "") if body is not None else "",
     )
-
-
-def _base64(text: str | None) -> bytes:
-    """A body as written: base64, in one or several CDATA chunks (a large message), each encoded alone."""
-    chunks = (text or "").split()
-    if all(len(c) % 4 == 0 for c in chunks):
-        return b"".join(base64.b64decode(c) for c in chunks)
-    return base64.b64decode("".join(chunks))
 
 
 def export_rows(path: Path, node_id: str) -> Iterator[Row]:
@@ -185,7 +196,7 @@ def export_rows(path: Path, node_id: str) -> Iterator[Row]:
         row[_COL["via_mirror"]] = origin is not None
         row[_COL["timestamp_ms"]] = item.timestamp or None
         row[_COL["expiry_ms"]] = item.expiration or None
-        row[_COL["size"]] = len(item.body)
+        row[_COL["size"]] = item.size
         row[_COL["repaired"]] = repaired
         yield tuple(row)
     for broker_id, mark in sorted(marks.items()):
