@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .artemis_export import is_export
 from .inputs import InputError, check_journal, check_side, fail, require_extra
 from .progress import Heartbeat, Progress
 
@@ -19,8 +20,11 @@ FAILED = 1  # the exit code of a command that could not do all of its work
 
 
 def add_export_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("directory", help="a journal directory (or a broker data directory)")
+    p.add_argument(
+        "directory", help="a journal directory (or a broker data directory), or an Artemis export (XML)"
+    )
     p.add_argument("out", help="the Parquet file to write")
+    p.add_argument("--node-id", help="the node id of the Artemis broker whose export it is (then required)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
@@ -87,14 +91,20 @@ def add_repair_args(p: argparse.ArgumentParser) -> None:
 
 def export_main(args: argparse.Namespace) -> int:
     require_extra("journal export")
+    node = getattr(args, "node_id", None)
     try:
-        directory = check_journal(args.directory)
+        if is_export(Path(args.directory)):
+            if not node:
+                raise InputError(f"{args.directory}: an Artemis export: give its broker's --node-id")
+            directory = Path(args.directory)
+        else:
+            directory, node = check_journal(args.directory), None
     except InputError as exc:
         fail(f"amqp-mirror journal export: {exc}")
     from .export import export_journal
 
     say = Progress(args.quiet).throttled(2.0)
-    stats = export_journal(directory, Path(args.out), progress=say)
+    stats = export_journal(directory, Path(args.out), progress=say, artemis_node=node)
     print(json.dumps(stats))
     return 0
 

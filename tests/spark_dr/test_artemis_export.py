@@ -5,6 +5,7 @@ its rows, and the AMQP messages a repair rebuilds from it."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from spark_dr.artemis_export import (
     message_bytes,
     read_export,
 )
+from spark_dr.cli import export_main
 from spark_dr.inputs import InputError, check_side
 from spark_dr.rows import COLUMN_NAMES
 
@@ -117,3 +119,18 @@ def test_only_an_export_is_taken_for_one(tmp_path: Path) -> None:
     assert not is_export(other)
     with pytest.raises(InputError, match="neither a Parquet file nor an Artemis export"):
         check_side(str(other))
+
+
+def test_journal_export_converts_an_artemis_export_given_its_node_id(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    out = tmp_path / "a.parquet"
+    args = argparse.Namespace(directory=str(RECORDED), out=str(out), node_id=None, quiet=True)
+    with pytest.raises(SystemExit) as exited:
+        export_main(args)
+    assert exited.value.code == 2 and "give its broker's --node-id" in capsys.readouterr().err
+    args.node_id = "ARTEMIS"
+    assert export_main(args) == 0
+    table = pq.read_table(out)
+    assert table.num_rows == len(rows()) and set(table.column("node_id").to_pylist()) == {"ARTEMIS"}
