@@ -125,19 +125,32 @@ class Bindings:
 _READ = ("address-binding", "queue-binding", "bindings", "message")
 
 
+class ExportError(ValueError):
+    """An export that cannot be read; the message is the one line to print (file, line, what)."""
+
+
 def read_export(path: Path) -> Iterator[Bindings | Exported]:
     """The export's bindings (once, when ``<bindings>`` ends), then each message, streamed: memory
-    follows one message, not the export."""
+    follows one message, not the export. ExportError on the first thing that is not an export's (a
+    file cut short, say, by a full disk while Artemis wrote it)."""
     from lxml import etree
 
+    with Path(path).open("rb") as f:  # closed however reading ends
+        try:
+            yield from _read(path, etree.iterparse(
+                f, events=("end",), tag=_READ, huge_tree=True, resolve_entities=False
+            ))  # fmt: skip
+        except etree.XMLSyntaxError as exc:
+            raise ExportError(f"{path}: line {exc.lineno}: not a whole Artemis export: {exc.msg}") from None
+
+
+def _read(path: Path, events: Any) -> Iterator[Bindings | Exported]:
+    """Only the tags of ``_READ`` come back to Python: a message's own elements are read from it."""
     bindings, ordinal = Bindings(), 0
-    events = etree.iterparse(
-        str(path), events=("end",), tag=_READ, huge_tree=True, resolve_entities=False
-    )  # only these tags come back to Python: a message's own elements are read from it
     for _, elem in events:
         tag = elem.tag
         if tag == "message":
-            yield _message(elem, ordinal)
+            yield _message(path, elem, ordinal)
             ordinal += 1
         elif tag == "address-binding":
             bindings.addresses.append(elem.get("name", ""))
@@ -151,23 +164,33 @@ def read_export(path: Path) -> Iterator[Bindings | Exported]:
             del elem.getparent()[0]
 
 
-def _message(elem: Any, ordinal: int) -> Exported:
+def _message(path: Path, elem: Any, ordinal: int) -> Exported:
     props = {
         p.get("name", ""): (p.get("type", ""), p.get("value", ""))
         for p in elem.iterfind("properties/property")
     }
     body = elem.find("body")
+    try:
+        numbers = [int(elem.get(name, default)) for name, default in _NUMBERS]
+    except ValueError as exc:
+        raise ExportError(
+            f"{path}: line {elem.sourceline}: message: {exc}; expected whole numbers in "
+            + ", ".join(name for name, _ in _NUMBERS)
+        ) from None
     return Exported(
-        id=int(elem.get("id", "0")),
+        id=numbers[0],
         ordinal=ordinal,
         queues=[q.get("name", "") for q in elem.iterfind("queues/queue")],
         properties=props,
         kind=elem.get("type", "default"),
-        priority=int(elem.get("priority", "4")),
-        expiration=int(elem.get("expiration", "0")),
-        timestamp=int(elem.get("timestamp", "0")),
+        priority=numbers[1],
+        expiration=numbers[2],
+        timestamp=numbers[3],
         body_text=(body.text or "") if body is not None else "",
     )
+
+
+_NUMBERS = (("id", "0"), ("priority", "4"), ("expiration", "0"), ("timestamp", "0"))
 
 
 def export_rows(path: Path, node_id: str) -> Iterator[Row]:

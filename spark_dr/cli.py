@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .artemis_export import is_export
+from .artemis_export import ExportError, is_export
 from .inputs import InputError, check_journal, check_side, fail, require_extra
 from .progress import Heartbeat, Progress
 
@@ -104,7 +104,10 @@ def export_main(args: argparse.Namespace) -> int:
     from .export import export_journal
 
     say = Progress(args.quiet).throttled(2.0)
-    stats = export_journal(directory, Path(args.out), progress=say, artemis_node=node)
+    try:
+        stats = export_journal(directory, Path(args.out), progress=say, artemis_node=node)
+    except ExportError as exc:
+        fail(f"amqp-mirror journal export: {exc}")
     print(json.dumps(stats))
     return 0
 
@@ -135,7 +138,7 @@ def reconcile_main(args: argparse.Namespace, spark: Any = None) -> int:
     with Heartbeat(say, getattr(args, "heartbeat", 3.0)) as heartbeat:
         try:
             spark, exports, timing = _start(spark, inputs, opts, args, conf, out, say)
-        except NodeIdUnknown as exc:
+        except (NodeIdUnknown, ExportError) as exc:
             fail(f"amqp-mirror reconcile: {exc}")
         heartbeat.spark = spark
         try:

@@ -135,7 +135,11 @@ def fetch(directory: Path, wanted: list[Wanted], side: str, say: Say, node_id: s
 
 
 def _from_export(path: Path, wanted: list[Wanted], side: str, node_id: str, out: Found) -> Found:
-    found = artemis_export.fetch_exported(path, {w.identity: w.queue for w in wanted}, node_id)
+    try:
+        found = artemis_export.fetch_exported(path, {w.identity: w.queue for w in wanted}, node_id)
+    except artemis_export.ExportError as exc:
+        out.problems.update({w.ref: str(exc) for w in wanted})
+        return out
     for w in wanted:
         message = found.get(w.identity)
         if message is None:

@@ -14,6 +14,7 @@ from proton import Message, symbol
 from spark_dr.artemis_export import (
     DEDUP,
     Exported,
+    ExportError,
     NotRebuilt,
     export_rows,
     is_export,
@@ -134,3 +135,26 @@ def test_journal_export_converts_an_artemis_export_given_its_node_id(
     assert export_main(args) == 0
     table = pq.read_table(out)
     assert table.num_rows == len(rows()) and set(table.column("node_id").to_pylist()) == {"ARTEMIS"}
+
+
+def test_an_export_cut_short_is_one_line_naming_the_file_and_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = RECORDED.read_text()
+    cut = tmp_path / "cut.xml"
+    cut.write_text(text[: text.index("</messages>") - 200])  # as a disk that filled while Artemis wrote it
+    with pytest.raises(ExportError, match=r"cut\.xml: line \d+: not a whole Artemis export"):
+        list(export_rows(cut, "ARTEMIS"))
+    args = argparse.Namespace(directory=str(cut), out=str(tmp_path / "a.parquet"), node_id="A", quiet=True)
+    with pytest.raises(SystemExit) as exited:
+        export_main(args)
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "not a whole Artemis export" in err and "Traceback" not in err
+
+
+def test_a_message_with_a_bad_number_names_its_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.xml"
+    bad.write_text(RECORDED.read_text().replace('<message id="41"', '<message id="forty-one"', 1))
+    line = next(n for n, text in enumerate(bad.read_text().splitlines(), 1) if "forty-one" in text)
+    with pytest.raises(ExportError, match=rf"bad\.xml: line {line}: message: .*forty-one.*expected whole"):
+        list(export_rows(bad, "ARTEMIS"))
