@@ -185,7 +185,7 @@ def test_reconcile_refuses_what_is_not_a_journal_before_starting_spark(
     for sides, says in (
         (("empty1", "empty1"), "empty1: neither a journal"),
         (("missing", "empty1"), "missing: no such file or directory"),
-        (("notes.txt", "empty1"), "notes.txt: not a Parquet file"),
+        (("notes.txt", "empty1"), "notes.txt: neither a Parquet file nor an Artemis export"),
     ):
         result = spark_ready.run("reconcile", *sides, cwd=tmp_path, timeout=60)
         assert result.returncode == 2, result.stdout + result.stderr
