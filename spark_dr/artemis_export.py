@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mirror.target import DEDUP_PREFIX as DEDUP  # the key of a dedup mark's meta record, + origin
 from mirror.wire import MIRROR_ADDRESS_PREFIX
 
 from .identity import REPAIR_ANNOTATION, parse_identity
@@ -41,7 +42,6 @@ from .rows import COLUMNS, Row
 
 ROOT = "activemq-journal"
 BROKER_ID, MESSAGE_ID = "x-opt-amq-bkr-id", "x-opt-amq-mr-id"  # the mirror's identity, as properties
-DEDUP = "mirror.dedup."  # transforms.DEDUP, without its Spark import
 _ANNOTATION = "JMS_AMQP_MA_"  # message annotation k becomes the property JMS_AMQP_MA_k
 _REPAIR_PROPERTY = _ANNOTATION + REPAIR_ANNOTATION
 _COL = {name: i for i, (name, _) in enumerate(COLUMNS)}
@@ -84,7 +84,8 @@ class Exported:
         """The body's length, from its base64 text (not decoded: a reconciliation never needs it)."""
         total = 0
         for chunk in self.body_text.split():
-            total += len(chunk) * 3 // 4 - len(chunk) + len(chunk.rstrip("="))
+            padding = len(chunk) - len(chunk.rstrip("="))
+            total += len(chunk) * 3 // 4 - padding
         return total
 
     def identity(self, node_id: str) -> tuple[str, int, bool]:
@@ -164,6 +165,9 @@ def _read(path: Path, events: Any) -> Iterator[Bindings | Exported]:
             del elem.getparent()[0]
 
 
+_NUMBERS = (("id", "0"), ("priority", "4"), ("expiration", "0"), ("timestamp", "0"))  # attributes
+
+
 def _message(path: Path, elem: Any, ordinal: int) -> Exported:
     props = {
         p.get("name", ""): (p.get("type", ""), p.get("value", ""))
@@ -188,9 +192,6 @@ def _message(path: Path, elem: Any, ordinal: int) -> Exported:
         timestamp=numbers[3],
         body_text=(body.text or "") if body is not None else "",
     )
-
-
-_NUMBERS = (("id", "0"), ("priority", "4"), ("expiration", "0"), ("timestamp", "0"))
 
 
 def export_rows(path: Path, node_id: str) -> Iterator[Row]:
