@@ -169,10 +169,7 @@ _NUMBERS = (("id", "0"), ("priority", "4"), ("expiration", "0"), ("timestamp", "
 
 
 def _message(path: Path, elem: Any, ordinal: int) -> Exported:
-    props = {
-        p.get("name", ""): (p.get("type", ""), p.get("value", ""))
-        for p in elem.iterfind("properties/property")
-    }
+    props = {p.get("name", ""): (p.get("type", ""), p.get("value", "")) for p in elem.iter("property")}
     body = elem.find("body")
     try:
         numbers = [int(elem.get(name, default)) for name, default in _NUMBERS]
@@ -184,7 +181,7 @@ def _message(path: Path, elem: Any, ordinal: int) -> Exported:
     return Exported(
         id=numbers[0],
         ordinal=ordinal,
-        queues=[q.get("name", "") for q in elem.iterfind("queues/queue")],
+        queues=[q.get("name", "") for q in elem.iter("queue")],
         properties=props,
         kind=elem.get("type", "default"),
         priority=numbers[1],
