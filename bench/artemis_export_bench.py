@@ -4,7 +4,8 @@ rows, and in how much memory (``spark_dr.artemis_export``: streamed, one message
 The export is made here in Artemis 2.40's format (the shape of ``tests/spark_dr/data/``'s recording):
 ``--messages`` messages of ``--size`` bytes on ``--queues`` queues, half of them mirrored (with the
 mirror's identity properties). Each round converts it in a fresh process and reports messages/s and the
-process's peak RSS; medians with the range.
+process's peak RSS, and the ratio to a bare lxml parse of the same file in the same round (the floor
+of any reader); medians with the range.
 
     .venv/bin/python bench/artemis_export_bench.py --messages 1000000 --rounds 3
 """
@@ -69,6 +70,20 @@ print(json.dumps(stats))
 """
 
 
+# The floor of any reader of the export: lxml walking it, each message cleared, nothing converted.
+BARE_PARSE = """
+import sys, time
+from lxml import etree
+started = time.monotonic()
+with open(sys.argv[1], "rb") as f:
+    for _, elem in etree.iterparse(f, events=("end",), tag="message", huge_tree=True):
+        elem.clear()
+        while elem.getprevious() is not None:
+            del elem.getparent()[0]
+print(time.monotonic() - started)
+"""
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--messages", type=int, default=200_000)
@@ -82,7 +97,7 @@ def main() -> int:
         write_export(xml, args.messages, args.size, args.queues)
         print(f"export of {args.messages} messages: {xml.stat().st_size / 1e6:.0f} MB written in "
               f"{time.monotonic() - started:.1f} s", flush=True)  # fmt: skip
-        rates, rss = [], []
+        rates, rss, ratios = [], [], []
         for n in range(args.rounds):
             out = Path(tmp) / f"round-{n}.parquet"
             done = subprocess.run([sys.executable, "-c", CONVERT, str(xml), str(out)],
@@ -90,10 +105,16 @@ def main() -> int:
             stats = json.loads(done.stdout.strip().splitlines()[-1])
             rates.append(args.messages / stats["seconds"])
             rss.append(stats["peak_rss_mb"])
+            bare = subprocess.run([sys.executable, "-c", BARE_PARSE, str(xml)],
+                                  capture_output=True, text=True, check=True)  # fmt: skip
+            ratios.append(stats["seconds"] / float(bare.stdout.strip()))
             print(f"round {n + 1}: {stats['records']} rows in {stats['seconds']:.1f} s, "
-                  f"{rates[-1]:,.0f} messages/s, peak RSS {rss[-1]:.0f} MB", flush=True)  # fmt: skip
+                  f"{rates[-1]:,.0f} messages/s, peak RSS {rss[-1]:.0f} MB; "
+                  f"{ratios[-1]:.2f}x a bare parse", flush=True)  # fmt: skip
     print(f"converted: {statistics.median(rates):,.0f} messages/s ({min(rates):,.0f}-{max(rates):,.0f}), "
-          f"peak RSS {statistics.median(rss):.0f} MB ({min(rss):.0f}-{max(rss):.0f})")  # fmt: skip
+          f"peak RSS {statistics.median(rss):.0f} MB ({min(rss):.0f}-{max(rss):.0f}); "
+          f"conversion ÷ bare parse {statistics.median(ratios):.2f}x "
+          f"({min(ratios):.2f}-{max(ratios):.2f})")  # fmt: skip
     return 0
 
 
