@@ -16,7 +16,8 @@ settled). So each message becomes one ``send`` row of ``rows.COLUMNS``:
   above that id counts as never received (kept on the survivor, delivered at least once) rather than
   settled (removed), the safe side of the doubt;
 - no digest: the body is Artemis's core conversion, not the bytes the client sent, so payloads are not
-  compared with the other side (``digest`` null); ``size`` is the converted body's.
+  compared with the other side (``digest`` null); ``size`` is the converted body's. The row's
+  ``message_id`` is Artemis's own id, which a repair on an Artemis survivor removes a message by.
 
 For a repair from an export, ``message_bytes`` turns an exported message back into an AMQP message
 following the mapping Artemis's converter applied (properties, annotations, application properties,
@@ -41,6 +42,7 @@ from .identity import REPAIR_ANNOTATION, parse_identity
 from .rows import COLUMNS, Row
 
 ROOT = "activemq-journal"
+KIND = "artemis-export"  # what a reconciliation result and a plan call a side read from an export
 BROKER_ID, MESSAGE_ID = "x-opt-amq-bkr-id", "x-opt-amq-mr-id"  # the mirror's identity, as properties
 _ANNOTATION = "JMS_AMQP_MA_"  # message annotation k becomes the property JMS_AMQP_MA_k
 _REPAIR_PROPERTY = _ANNOTATION + REPAIR_ANNOTATION

@@ -8,7 +8,8 @@ digest of its bare message (``digest``: the first 16 hex digits of its sha256, `
   from the failed side's journal (``hint``: where reconciliation saw the record, tried first; by
   identity when the journal was compacted since);
 - ``remove``: consumed (or settled and compacted) on the failed side, still live on the survivor:
-  remove it there (it was delivered already); ``digest`` is the survivor's copy's;
+  remove it there (it was delivered already); ``digest`` is the survivor's copy's, ``survivor_id`` its
+  id on the survivor (how it is removed from an Artemis survivor, ``kinds``: read from its export);
 - ``duplicates_expected``: consumed on both sides (already delivered twice; nothing can undo that);
 - ``needs_decision``: payload differs, orphan acks: an operator decides;
 - ``survivor_only``: live on the survivor only, or acked on the survivor while the failed side still
@@ -58,6 +59,7 @@ def build_plan(result: dict[str, Any]) -> dict[str, Any]:
         "survivor": survivor,
         "failed": failed,
         "nodes": {name: info["node_id"] for name, info in result["sides"].items()},
+        "kinds": {name: info.get("kind", "journal") for name, info in result["sides"].items()},
         "journals": {name: info["path"] for name, info in result["sides"].items()},
         "resend": [],
         "remove": [],
@@ -70,7 +72,10 @@ def build_plan(result: dict[str, Any]) -> dict[str, Any]:
         if cls == "one_side_only" and side == failed:
             plan["resend"].append(_resend(row, result, failed))
         elif cls == "acked_one_side" and side == failed:
-            plan["remove"].append(_entry(row, result, survivor))
+            # the survivor's own id too: what removes it from an Artemis survivor, whose export has no
+            # digest to match it by
+            survivor_id = row.get(f"{_prefix(result, survivor)}message_id")
+            plan["remove"].append({**_entry(row, result, survivor), "survivor_id": survivor_id})
         elif cls == "consumed_both":
             plan["duplicates_expected"].append(_entry(row, result, survivor))
         elif cls in ("payload_differs", "orphan_ack"):

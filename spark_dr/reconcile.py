@@ -527,12 +527,20 @@ def _bucket_ms(window: dict[str, Any], buckets: int) -> int:
     return max(1, -(-span // max(1, buckets)))
 
 
+def _kind(path: Path) -> str:
+    """What a side was read from: ``journal``, ``parquet`` or ``artemis-export``."""
+    if artemis_export.is_export(path):
+        return artemis_export.KIND
+    return "journal" if is_journal(path) else "parquet"
+
+
 def _side_info(side: Side, extent: dict[str, Any], gap: dict[str, Any]) -> dict[str, Any]:
     oldest = min((g["oldest_ms"] for g in gap.values() if g["oldest_ms"] is not None), default=None)
     last_ms = extent["last_ms"]
     return {
         "node_id": side.node_id,
         "path": str(side.path),
+        "kind": _kind(side.path),
         "records": extent["records"],
         "last_ms": last_ms,
         "unmirrored_messages": gap.get("message", {}).get("count", 0),

@@ -8,6 +8,9 @@ message carrying its identity in the repair annotation) is sent as the failed si
 annotation (``payloads.stamp``), fetched by identity from the failed side's journal
 (``payloads.fetch``).
 
+On an Artemis survivor (the plan read it from its export, which has no digests), each removal is by
+the survivor's own message id instead, with management's ``removeMessage`` (also *killed*).
+
 Idempotent and resumable: what a run did is kept beside the plan (``repair_log``), and a scan finds
 the copies an earlier run sent; a second run, or one after a run killed halfway, does only what is
 left. Whatever cannot be done is a problem: one line each, a non-zero exit, never a traceback. A queue
@@ -27,7 +30,7 @@ from typing import Any
 
 from broker_core.amqp.codec import DecodeError
 
-from . import payloads
+from . import artemis_export, payloads
 from .plan import plan_id
 from .repair_log import RepairLog
 from .survivor import REJECT, RELEASE, Refused, Seen, Survivor
@@ -74,12 +77,13 @@ def apply_plan(plan: dict[str, Any], settings: Settings, say: Say = print) -> Ou
     log = RepairLog(None if settings.dry_run else settings.log_path, plan_id(plan))
     bodies = _fetch_bodies(plan, settings, log, outcome, say)
     survivor = Survivor(settings.url, settings.user, settings.password, settings.timeout)
+    by_id = plan.get("kinds", {}).get(plan["survivor"]) == artemis_export.KIND
     try:
         work = _by_queue(plan)
         for n, ((address, queue), (resends, removals)) in enumerate(sorted(work.items()), 1):
             say(f"queue {queue} (address {address}, {n} of {len(work)}): "
                 f"{len(resends)} to re-send, {len(removals)} to remove")  # fmt: skip
-            repair = QueueRepair(survivor, address, queue, settings, log, outcome, say)
+            repair = QueueRepair(survivor, address, queue, settings, log, outcome, say, by_id=by_id)
             try:
                 repair.run(resends, removals, bodies)
             except Refused as exc:
@@ -133,8 +137,9 @@ class QueueRepair:
 
     def __init__(
         self, survivor: Survivor, address: str, queue: str, settings: Settings, log: RepairLog,
-        outcome: Outcome, say: Say,
+        outcome: Outcome, say: Say, by_id: bool = False,
     ) -> None:  # fmt: skip
+        self.by_id = by_id  # removals by the survivor's message id (an Artemis survivor), not by digest
         self.survivor, self.address, self.queue = survivor, address, queue
         self.settings, self.log, self.outcome, self.say = settings, log, outcome, say
         self.present: set[str] = set()  # identities of repaired copies the scan saw
@@ -144,6 +149,9 @@ class QueueRepair:
         depth = self.survivor.depth(self.queue)
         if depth is None:
             raise Refused(f"the survivor has no queue {self.queue}")
+        if self.by_id and removals:  # removed before the scan, which then expects what is left
+            self._remove_by_id(removals)
+            removals, depth = [], self.survivor.depth(self.queue) or 0
         targets: dict[str, list[str]] = defaultdict(list)  # content key -> identities to remove
         for e in removals:
             targets[e["digest"]].append(e["identity"])
@@ -162,7 +170,7 @@ class QueueRepair:
         return "would have " if self.settings.dry_run else ""
 
     def _decide(self, seen: list[Seen], targets: dict[str, list[str]]) -> list[str]:
-        verdicts = []
+        verdicts, before = [], len(self.removing)
         for message in seen:
             if message.origin is not None:
                 self.present.add(message.origin)
@@ -172,19 +180,47 @@ class QueueRepair:
                 verdicts.append(RELEASE if self.settings.dry_run else REJECT)
             else:
                 verdicts.append(RELEASE)
-        self.log.record("removing", self.removing)  # before the rejects go out
-        self.outcome.removed += len(self.removing)
+        self.log.record("removing", self.removing[before:])  # before the rejects go out
+        self.outcome.removed += len(self.removing) - before
         return verdicts
+
+    def _remove_by_id(self, removals: Entries) -> None:
+        """Each removal by the survivor's own message id (management's ``removeMessage``). All are
+        recorded before the first is asked for, and asked for again on a later run: a removal an earlier
+        run did answers False and, recorded then, counts as already removed."""
+        todo = []
+        for e in removals:
+            if e.get("survivor_id") is None:
+                self.outcome.problems.append(f"remove {e['identity']} from queue {self.queue}: the plan "
+                                             "has no survivor id for it (make a new plan)")  # fmt: skip
+            else:
+                todo.append((e["identity"], int(e["survivor_id"])))
+        if self.settings.dry_run:
+            self.outcome.removed += len(todo)
+            return
+        earlier = {identity for identity, _ in todo if (self.queue, identity) in self.log.removing}
+        self.log.record("removing", [(self.queue, identity) for identity, _ in todo])
+        for identity, message_id in todo:
+            if self.survivor.remove(self.queue, message_id):
+                self.removing.append((self.queue, identity))
+                self.outcome.removed += 1
+            elif identity in earlier:
+                self.outcome.already_removed += 1
+            else:
+                self._not_found(identity)
 
     def _unmatched(self, targets: dict[str, list[str]]) -> None:
         for identity in (i for ids in targets.values() for i in ids):
             if (self.queue, identity) in self.log.removing:
                 self.outcome.already_removed += 1
             else:
-                self.outcome.problems.append(
-                    f"remove {identity} from queue {self.queue}: not found on the survivor (consumed there "
-                    f"since the plan, so delivered on both sides, or removed by hand)"
-                )
+                self._not_found(identity)
+
+    def _not_found(self, identity: str) -> None:
+        self.outcome.problems.append(
+            f"remove {identity} from queue {self.queue}: not found on the survivor (consumed there since "
+            "the plan, so delivered on both sides, or removed by hand)"
+        )
 
     def _resend(self, resends: Entries, bodies: dict[tuple[str, str], bytes]) -> int:
         todo: list[tuple[str, bytes]] = []

@@ -23,6 +23,7 @@ from proton.utils import BlockingConnection, LinkDetached
 from .identity import content_key, format_identity, repair_origin
 
 REJECT, RELEASE = "reject", "release"
+ARTEMIS_NO_RESOURCE = "AMQ229067"  # Artemis's management: "Cannot find resource with name ..."
 SEND_WINDOW = 256  # sends in flight before waiting for their outcomes
 
 
@@ -59,13 +60,29 @@ class Survivor:
             self.conn.close()
 
     def depth(self, queue: str) -> int | None:
-        """The queue's message count, None when the survivor has no such queue."""
+        """The queue's message count, None when the survivor has no such queue: our broker's
+        statistics, or Artemis's ``countMessages`` (it has no ``getStatistics``)."""
         try:
             return int(self.management.call("getStatistics", [], resource=f"queue.{queue}")["message-count"])
         except RuntimeError as exc:  # the operation's error, as the broker put it
             if "does not exist" in str(exc):
                 return None
-            raise Refused(f"the survivor refused the statistics of queue {queue}: {exc}") from None
+            if "no operation getStatistics" not in str(exc):
+                raise Refused(f"the survivor refused the statistics of queue {queue}: {exc}") from None
+        try:
+            return int(self.management.call("countMessages", [], resource=f"queue.{queue}"))
+        except RuntimeError as exc:
+            if ARTEMIS_NO_RESOURCE in str(exc):
+                return None
+            raise Refused(f"the survivor refused to count queue {queue}: {exc}") from None
+
+    def remove(self, queue: str, message_id: int) -> bool:
+        """Remove the message with the survivor's own id ``message_id`` from ``queue`` (management's
+        ``removeMessage``, an acknowledgement with reason killed); False when it is not there."""
+        try:
+            return bool(self.management.call("removeMessage", [message_id], resource=f"queue.{queue}"))
+        except RuntimeError as exc:
+            raise Refused(f"the survivor refused to remove message {message_id}: {exc}") from None
 
     @contextmanager
     def _link(self, create: Callable[[], Any], name: str) -> Iterator[Any]:

@@ -177,7 +177,7 @@ def result() -> dict[str, Any]:
          "first_ms": 900, "last_ms": 5000, "diverged_ms": 5000, "dc1_digest": "e", "dc1_size": 5,
          "dc1_segment": 1, "dc1_offset": 90,
          "dc2_digest": "e", "dc2_size": 5, "dc2_segment": 2, "dc2_offset": 40, "dc1_repaired": False,
-         "dc2_repaired": False},
+         "dc2_repaired": False, "dc1_message_id": 11, "dc2_message_id": 17},
     ]  # fmt: skip
     return {
         "generated_at_ms": 1_700_000_000_000, "seconds": 1.5, "names": ["DC1", "DC2"], "survivor": "DC2",
@@ -242,8 +242,12 @@ def test_plan_names_messages_by_identity_with_their_queue_and_a_hint() -> None:
     plan = build_plan(result())
     assert plan["resend"] == [{"identity": "n1:3", "address": "q", "queue": "q", "digest": "d", "size": 5,
                                "hint": [1, 32]}]  # fmt: skip
-    assert plan["remove"] == [{"identity": "n1:4", "address": "q", "queue": "q.sub", "digest": "e"}]
+    # and the survivor's own id, which removes it from an Artemis survivor (read from its export)
+    assert plan["remove"] == [
+        {"identity": "n1:4", "address": "q", "queue": "q.sub", "digest": "e", "survivor_id": 17}
+    ]
     assert plan["journals"]["DC1"] == "/data/DC1" and plan["nodes"]["DC2"] == "DC2-node-id"
+    assert plan["kinds"] == {"DC1": "journal", "DC2": "journal"}
     assert plan["queues"] == [{"queue": "q", "address": "q", "resend": 1, "remove": 0},
                               {"queue": "q.sub", "address": "q", "resend": 0, "remove": 1}]  # fmt: skip
 
