@@ -294,12 +294,22 @@ _PROPERTIES = {  # core property -> AMQP properties field (proton's name)
     "_AMQ_GROUP_SEQUENCE": "group_sequence",
     "JMS_AMQP_ReplyToGroupID": "reply_to_group_id",
 }
-_NOT_APPLICATION = ("JMS_AMQP_", "_AMQ_", "JMSX", "x-opt-amq-")
+_MAPPED = {*_PROPERTIES, "JMSReplyTo", "NATIVE_MESSAGE_ID"}  # properties that are not application's
+_NOT_APPLICATION = ("JMS_AMQP_", "_AMQ_", "JMSX", "x-opt-amq-")  # nor those of Artemis's own
 _ID_PREFIXES = ("ID:AMQP_NO_PREFIX:", "ID:AMQP_STRING:")
 
 
 def message_bytes(message: Exported) -> bytes:
-    """The exported message as an encoded AMQP message (NotRebuilt when its body cannot be)."""
+    """The exported message as an encoded AMQP message (NotRebuilt when it cannot be)."""
+    try:
+        return _rebuilt(message)
+    except NotRebuilt:
+        raise
+    except (ValueError, struct.error) as exc:  # a number, a string or a body that does not read
+        raise NotRebuilt(f"message {message.id} does not read as Artemis writes one: {exc}") from None
+
+
+def _rebuilt(message: Exported) -> bytes:
     from proton import Message, symbol
 
     amqp = Message()
@@ -326,9 +336,7 @@ def message_bytes(message: Exported) -> bytes:
     for name, typed in props.items():
         if name.startswith(_ANNOTATION):
             annotations[symbol(name[len(_ANNOTATION) :])] = _value(typed)
-        elif not name.startswith(_NOT_APPLICATION) and name not in _PROPERTIES and name not in (
-            "JMSReplyTo", "JMSCorrelationID", "JMSType", "NATIVE_MESSAGE_ID"
-        ):  # fmt: skip
+        elif not name.startswith(_NOT_APPLICATION) and name not in _MAPPED:
             application[name] = _value(typed)
     amqp.annotations = annotations or None
     amqp.properties = application or None  # type: ignore[assignment]
@@ -360,6 +368,8 @@ def _simple_string(body: bytes) -> str | None:
     if not body or body[0] == 0:
         return None
     (length,) = struct.unpack_from(">i", body, 1)
+    if len(body) < 5 + length:
+        raise ValueError(f"a text body of {len(body) - 5} bytes says it holds {length}")
     return body[5 : 5 + length].decode("utf-16-le")
 
 
@@ -381,7 +391,7 @@ def _value(typed: tuple[str, str]) -> Any:
     kind, text = typed
     if kind == "boolean":
         return text == "true"
-    if kind in ("long",):
+    if kind == "long":
         return int(text)
     if kind == "integer":
         return int32(int(text))

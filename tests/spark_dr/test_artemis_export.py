@@ -158,3 +158,14 @@ def test_a_message_with_a_bad_number_names_its_line(tmp_path: Path) -> None:
     line = next(n for n, text in enumerate(bad.read_text().splitlines(), 1) if "forty-one" in text)
     with pytest.raises(ExportError, match=rf"bad\.xml: line {line}: message: .*forty-one.*expected whole"):
         list(export_rows(bad, "ARTEMIS"))
+
+
+def test_a_message_that_does_not_read_is_not_rebuilt_and_says_why() -> None:
+    short = messages()[21]
+    short.body_text = "AQAAAP9oAA=="  # a string that says 255 bytes, in a body of 7
+    with pytest.raises(NotRebuilt, match="message 21 does not read as Artemis writes one: a text body of 2"):
+        message_bytes(short)
+    bad = messages()[21]
+    bad.properties["k"] = ("long", "one")
+    with pytest.raises(NotRebuilt, match="message 21 does not read as Artemis writes one: invalid literal"):
+        message_bytes(bad)
