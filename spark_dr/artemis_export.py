@@ -247,18 +247,11 @@ def _binding_rows(bindings: Bindings, node_id: str, blank: list[Any]) -> Iterato
 def infer_node_id(other: Path) -> str | None:
     """Artemis's node id as the other side knows it: the one origin, other than itself, its mirror
     target keeps a dedup mark for (None when there is not exactly one)."""
-    from .rows import journal_dir, read_node_id, store_records
+    from .rows import journal_dir, read_node_id
 
     directory = journal_dir(Path(other))
     if directory.is_dir() and any(directory.glob("*.jnl")):
-        from broker_core.journal.records import MetaRecord
-
-        own = read_node_id(directory)
-        origins = {
-            rec.key[len(DEDUP) :]
-            for _, rec in store_records(directory)
-            if isinstance(rec, MetaRecord) and rec.key.startswith(DEDUP)
-        }
+        own, origins = read_node_id(directory), _dedup_origins(directory)
     elif is_export(other):
         return None
     else:
@@ -274,6 +267,22 @@ def infer_node_id(other: Path) -> str | None:
         own = next(iter(nodes), "")
     origins.discard(own)
     return origins.pop() if len(origins) == 1 else None
+
+
+def _dedup_origins(directory: Path) -> set[str]:
+    """The origins of a journal's dedup marks: its frames scanned in replay order, only the meta
+    records decoded (a few among millions of messages)."""
+    from broker_core.journal.codec import TYPE_META
+    from broker_core.journal.layout import plan
+    from broker_core.journal.recovery import ReplayScan, decode_frame
+
+    origins = set()
+    for _, frame in ReplayScan(plan(directory).replay):
+        if frame.record_type == TYPE_META:
+            key = getattr(decode_frame(frame), "key", "")
+            if key.startswith(DEDUP):
+                origins.add(key[len(DEDUP) :])
+    return origins
 
 
 # ------------------------------------------------------------------------------------------ repair

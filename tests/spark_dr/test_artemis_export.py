@@ -17,6 +17,7 @@ from spark_dr.artemis_export import (
     ExportError,
     NotRebuilt,
     export_rows,
+    infer_node_id,
     is_export,
     message_bytes,
     read_export,
@@ -169,3 +170,28 @@ def test_a_message_that_does_not_read_is_not_rebuilt_and_says_why() -> None:
     bad.properties["k"] = ("long", "one")
     with pytest.raises(NotRebuilt, match="message 21 does not read as Artemis writes one: invalid literal"):
         message_bytes(bad)
+
+
+@pytest.mark.parametrize("origins", [["artemis-node"], ["artemis-node", "a-third-broker"]])
+def test_the_node_id_is_the_one_origin_the_other_side_mirrored_from(
+    tmp_path: Path, origins: list[str]
+) -> None:
+    """From our journal (only its meta records decoded) and from its Parquet export; with a second
+    origin it is not guessed."""
+    from broker_core.journal import Journal, load_or_create_node_id
+    from broker_core.journal.records import MetaRecord, QueueAdded
+    from broker_core.vocabulary import ANYCAST
+    from spark_dr.export import export_journal
+
+    own = load_or_create_node_id(tmp_path / "j")
+    with Journal(tmp_path / "j", fsync=False) as j:
+        j.open()
+        j.append(QueueAdded(1, "q", "q", ANYCAST))
+        for n, origin in enumerate([*origins, own]):  # its own id among them is never the answer
+            j.append(MetaRecord(DEDUP + origin, str(n + 5).encode()))
+        j.flush()
+    expected = "artemis-node" if len(origins) == 1 else None
+    assert infer_node_id(tmp_path / "j") == expected
+    pytest.importorskip("pyarrow")
+    export_journal(tmp_path / "j", tmp_path / "j.parquet")
+    assert infer_node_id(tmp_path / "j.parquet") == expected
