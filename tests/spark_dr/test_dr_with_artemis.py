@@ -18,11 +18,23 @@ from typing import Any
 import pytest
 
 from spark_dr.cli import reconcile_main
-from tests.artemis.support import artemis, bodies, call, config, depth, mirror_connection, ours, send_to_queue
+from tests.artemis.support import (
+    Broker,
+    artemis,
+    bodies,
+    call,
+    config,
+    depth,
+    mirror_connection,
+    ours,
+    send_to_queue,
+)
 from tests.conftest import require
 from tests.peers import artemis as artemis_peer
+from tests.peers.artemis import ArtemisProcess
 from tests.peers.ports import free_port, wait_until
 from tests.spark_dr.conftest import need_spark
+from tests.support.broker import BrokerProcess
 from tests.support.client import receive
 from tests.support.installed import repository_env
 
@@ -33,29 +45,46 @@ def drained(broker: Any) -> bool:
     return all(s["pendingEvents"] == 0 for s in call(broker, "getMirrorStatus")["sources"])
 
 
+def dual_mirror(tmp_path: Path, artemis_is: str) -> tuple[ArtemisProcess, BrokerProcess]:
+    """Artemis and ours mirroring each other, Artemis named ``artemis_is`` (DC1 or DC2), ours the other."""
+    ours_is = "DC2" if artemis_is == "DC1" else "DC1"
+    a_port, o_port = free_port(), free_port()
+    a_home, o_home = tmp_path / artemis_is.lower(), tmp_path / ours_is.lower()
+    a = artemis(a_home, a_port, config(a_port, mirror_connection(ours_is.lower(), o_port))).start()
+    o = ours(o_home, o_port, config(o_port, mirror_connection(artemis_is.lower(), a_port)))
+    o.start()
+    wait_until(lambda: "AMQ111003" in o.log(), 30, "our mirror to connect to Artemis")
+    return a, o
+
+
+def traffic_then_cut(lost: Broker, survivor: Broker, ours_side: BrokerProcess) -> None:
+    """Mirrored both ways: 20 sent on the side to be lost, 10 on the survivor, the 5 oldest consumed on
+    the side to be lost. Then the cut (the survivor stopped): that side alone takes 7 new messages and
+    consumes 3 more (of its own), and is killed."""
+    send_to_queue(lost, "orders", [f"dc1-{i}" for i in range(20)])
+    send_to_queue(survivor, "orders", [f"dc2-{i}" for i in range(10)])
+    wait_until(
+        lambda: depth(lost, "orders") == 30 and depth(survivor, "orders") == 30, 60, "30 on both sides"
+    )
+    assert len(receive(lost.url, "orders", 5)) == 5
+    wait_until(lambda: depth(survivor, "orders") == 25 and drained(ours_side), 60, "the acks mirrored")
+    survivor.stop()
+    send_to_queue(lost, "orders", [f"alone-{i}" for i in range(7)])
+    assert sorted(m.body for m in receive(lost.url, "orders", 3)) == ["dc1-5", "dc1-6", "dc1-7"]
+    lost.kill()
+
+
+# what the survivor holds once repaired: the lost side's last state
+REPAIRED = sorted([f"dc1-{i}" for i in range(8, 20)] + [f"dc2-{i}" for i in range(10)]
+                  + [f"alone-{i}" for i in range(7)])  # fmt: skip
+
+
 def test_an_artemis_export_is_reconciled_and_repaired_from(tmp_path: Path, spark: Any) -> None:
     need_spark()
     require("Apache ActiveMQ Artemis", *artemis_peer.availability())
-    a_port, o_port = free_port(), free_port()
-    dc1 = artemis(tmp_path / "dc1", a_port, config(a_port, mirror_connection("dc2", o_port))).start()
-    dc2 = ours(tmp_path / "dc2", o_port, config(o_port, mirror_connection("dc1", a_port)))
-    dc2.start()
-    wait_until(lambda: "AMQ111003" in dc2.log(), 30, "our mirror to connect to Artemis")
+    dc1, dc2 = dual_mirror(tmp_path, artemis_is="DC1")
     node1 = dc1.node_id()
-
-    # mirrored both ways: 20 sent on DC1, 10 on DC2, the 5 oldest consumed on DC1
-    send_to_queue(dc1, "orders", [f"dc1-{i}" for i in range(20)])
-    send_to_queue(dc2, "orders", [f"dc2-{i}" for i in range(10)])
-    wait_until(lambda: depth(dc1, "orders") == 30 and depth(dc2, "orders") == 30, 60, "30 on both sides")
-    assert len(receive(dc1.url, "orders", 5)) == 5
-    wait_until(lambda: depth(dc2, "orders") == 25 and drained(dc2), 60, "DC1's acks mirrored to DC2")
-
-    # the cut: DC2 down; DC1 alone takes 7 new messages and consumes 3 more; then DC1 is lost
-    dc2.stop()
-    send_to_queue(dc1, "orders", [f"alone-{i}" for i in range(7)])
-    consumed = sorted(m.body for m in receive(dc1.url, "orders", 3))
-    assert consumed == ["dc1-5", "dc1-6", "dc1-7"]
-    dc1.kill()
+    traffic_then_cut(lost=dc1, survivor=dc2, ours_side=dc2)
     export = dc1.export(tmp_path / "dc1-export.xml")
 
     # the installed command: DC1 as Artemis's export, DC2 as our data directory; its node id inferred
@@ -82,10 +111,8 @@ def test_an_artemis_export_is_reconciled_and_repaired_from(tmp_path: Path, spark
     assert repaired.returncode == 0, repaired.stdout + repaired.stderr
     summary = json.loads(repaired.stdout.strip().splitlines()[-1])
     assert (summary["resend"], summary["remove"], summary["problems"]) == (7, 3, 0), summary
-    expected = sorted([f"dc1-{i}" for i in range(8, 20)] + [f"dc2-{i}" for i in range(10)]
-                      + [f"alone-{i}" for i in range(7)])  # fmt: skip
-    wait_until(lambda: depth(dc2, "orders") == len(expected), 30, "the repaired depth")
-    assert bodies(dc2, "orders") == expected
+    wait_until(lambda: depth(dc2, "orders") == len(REPAIRED), 30, "the repaired depth")
+    assert bodies(dc2, "orders") == REPAIRED
     dc2.stop()
 
     # the survivor now agrees with the lost data centre's last state
@@ -104,24 +131,9 @@ def test_an_artemis_survivor_is_reconciled_from_its_export_and_repaired(tmp_path
     ids (an export has no digests to match by), through Artemis's management."""
     need_spark()
     require("Apache ActiveMQ Artemis", *artemis_peer.availability())
-    o_port, a_port = free_port(), free_port()
-    dc2 = artemis(tmp_path / "dc2", a_port, config(a_port, mirror_connection("dc1", o_port))).start()
-    dc1 = ours(tmp_path / "dc1", o_port, config(o_port, mirror_connection("dc2", a_port)))
-    dc1.start()
-    wait_until(lambda: "AMQ111003" in dc1.log(), 30, "our mirror to connect to Artemis")
+    dc2, dc1 = dual_mirror(tmp_path, artemis_is="DC2")
     node2 = dc2.node_id()
-
-    send_to_queue(dc1, "orders", [f"dc1-{i}" for i in range(20)])
-    send_to_queue(dc2, "orders", [f"dc2-{i}" for i in range(10)])
-    wait_until(lambda: depth(dc1, "orders") == 30 and depth(dc2, "orders") == 30, 60, "30 on both sides")
-    assert len(receive(dc1.url, "orders", 5)) == 5
-    wait_until(lambda: depth(dc2, "orders") == 25 and drained(dc1), 60, "our acks mirrored to Artemis")
-
-    # the cut: Artemis stopped (and exported meanwhile, as the survivor's state); ours alone, then lost
-    dc2.stop()
-    send_to_queue(dc1, "orders", [f"alone-{i}" for i in range(7)])
-    assert sorted(m.body for m in receive(dc1.url, "orders", 3)) == ["dc1-5", "dc1-6", "dc1-7"]
-    dc1.kill()
+    traffic_then_cut(lost=dc1, survivor=dc2, ours_side=dc1)  # Artemis stopped: exported as the survivor
     export = dc2.export(tmp_path / "dc2-export.xml")
 
     out = tmp_path / "report"
@@ -144,9 +156,7 @@ def test_an_artemis_survivor_is_reconciled_from_its_export_and_repaired(tmp_path
     assert (summary["resend"], summary["remove"], summary["problems"]) == (7, 3, 0), summary
     again = json.loads(repository_env().run(*args, cwd=tmp_path, timeout=120).stdout.strip().splitlines()[-1])
     assert (again["resend"], again["already_present"], again["already_removed"]) == (0, 7, 3), again
-    expected = sorted([f"dc1-{i}" for i in range(8, 20)] + [f"dc2-{i}" for i in range(10)]
-                      + [f"alone-{i}" for i in range(7)])  # fmt: skip
-    assert depth(dc2, "orders") == len(expected) and bodies(dc2, "orders") == expected
+    assert depth(dc2, "orders") == len(REPAIRED) and bodies(dc2, "orders") == REPAIRED
     dc2.stop()
 
     args2 = argparse.Namespace(
