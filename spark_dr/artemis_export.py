@@ -43,6 +43,12 @@ from .rows import COLUMNS, Row
 
 ROOT = "activemq-journal"
 KIND = "artemis-export"  # what a reconciliation result and a plan call a side read from an export
+# Artemis's `data exp` stops half way, exiting 0, on a journal that ends in a message without its queue
+# reference (Artemis killed between the two records); loading the journal once drops that message
+CUT_SHORT = (
+    "if `artemis data exp` printed an exception, start the data directory once on an Artemis without its "
+    "broker connections, stop it and export again: docs/dr-reconciliation.md, 'An export cut short'"
+)
 BROKER_ID, MESSAGE_ID = "x-opt-amq-bkr-id", "x-opt-amq-mr-id"  # the mirror's identity, as properties
 _ANNOTATION = "JMS_AMQP_MA_"  # message annotation k becomes the property JMS_AMQP_MA_k
 _REPAIR_PROPERTY = _ANNOTATION + REPAIR_ANNOTATION
@@ -144,7 +150,10 @@ def read_export(path: Path) -> Iterator[Bindings | Exported]:
                 f, events=("end",), tag=_READ, huge_tree=True, resolve_entities=False
             ))  # fmt: skip
         except etree.XMLSyntaxError as exc:
-            raise ExportError(f"{path}: line {exc.lineno}: not a whole Artemis export: {exc.msg}") from None
+            why = f"{path}: line {exc.lineno}: not a whole Artemis export: {exc.msg}"
+            if "Premature end of data" in exc.msg:
+                why += f" ({CUT_SHORT})"
+            raise ExportError(why) from None
 
 
 def _read(path: Path, events: Any) -> Iterator[Bindings | Exported]:

@@ -138,19 +138,25 @@ def test_journal_export_converts_an_artemis_export_given_its_node_id(
     assert table.num_rows == len(rows()) and set(table.column("node_id").to_pylist()) == {"ARTEMIS"}
 
 
-def test_an_export_cut_short_is_one_line_naming_the_file_and_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("where", ["mid-message", "after a message"])
+def test_an_export_cut_short_is_one_line_naming_the_file_and_line_and_what_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
 ) -> None:
+    """Cut mid-message as by a disk that filled while Artemis wrote it; after a whole message as Artemis's
+    own tool leaves it when it stops half way (a NullPointerException on a journal killed mid-write)."""
     text = RECORDED.read_text()
+    end = text.index("</messages>")
     cut = tmp_path / "cut.xml"
-    cut.write_text(text[: text.index("</messages>") - 200])  # as a disk that filled while Artemis wrote it
-    with pytest.raises(ExportError, match=r"cut\.xml: line \d+: not a whole Artemis export"):
+    last_whole = text.rindex("</message>", 0, end) + len("</message>")
+    cut.write_text(text[: end - 200] if where == "mid-message" else text[:last_whole])
+    with pytest.raises(ExportError, match=r"cut\.xml: line \d+: not a whole Artemis export.*start the data"):
         list(export_rows(cut, "ARTEMIS"))
     args = argparse.Namespace(directory=str(cut), out=str(tmp_path / "a.parquet"), node_id="A", quiet=True)
     with pytest.raises(SystemExit) as exited:
         export_main(args)
     err = capsys.readouterr().err
     assert exited.value.code == 2 and "not a whole Artemis export" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and "An export cut short" in err
 
 
 def test_a_message_with_a_bad_number_names_its_line(tmp_path: Path) -> None:

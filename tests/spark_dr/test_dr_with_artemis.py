@@ -60,7 +60,9 @@ def dual_mirror(tmp_path: Path, artemis_is: str) -> tuple[ArtemisProcess, Broker
 def traffic_then_cut(lost: Broker, survivor: Broker, ours_side: BrokerProcess) -> None:
     """Mirrored both ways: 20 sent on the side to be lost, 10 on the survivor, the 5 oldest consumed on
     the side to be lost. Then the cut (the survivor stopped): that side alone takes 7 new messages and
-    consumes 3 more (of its own), and is killed."""
+    consumes 3 more (of its own), and ends: ours is killed, Artemis stopped (killed, it can leave a
+    journal its own `data exp` cannot read through, a NullPointerException half way: see
+    docs/dr-reconciliation.md, "An export cut short")."""
     send_to_queue(lost, "orders", [f"dc1-{i}" for i in range(20)])
     send_to_queue(survivor, "orders", [f"dc2-{i}" for i in range(10)])
     wait_until(
@@ -74,7 +76,10 @@ def traffic_then_cut(lost: Broker, survivor: Broker, ours_side: BrokerProcess) -
     # the client settles first: the broker applies those acks after the receive returns (a kill right
     # then can beat them, and then the lost side consumed only 2 of the 3)
     wait_until(lambda: depth(lost, "orders") == 29, 30, "the lost side to apply the 3 acks")
-    lost.kill()
+    if isinstance(lost, ArtemisProcess):
+        lost.stop()
+    else:
+        lost.kill()
 
 
 # what the survivor holds once repaired: the lost side's last state
