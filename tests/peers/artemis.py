@@ -240,7 +240,8 @@ class ArtemisProcess:
             f"--paging={data / 'paging'}", f"--large-messages={data / 'large-messages'}",
         ]  # fmt: skip
         done = subprocess.run(argv, cwd=self.home, capture_output=True, text=True, timeout=timeout)
-        if done.returncode != 0 or not out.exists():
+        # Artemis's tool exits 0 even when it stopped half way with an exception (it prints the trace)
+        if done.returncode != 0 or not out.exists() or "Exception" in done.stdout + done.stderr:
             output = done.stdout[-3000:] + done.stderr[-3000:]
             raise RuntimeError(f"artemis data exp exited {done.returncode}:\n{output}")
         return out
