@@ -144,8 +144,15 @@ def test_a_crash_of_either_side_mid_stream_loses_and_duplicates_nothing(tmp_path
         wait_until(lambda: drained(dc1, dc2), 90, "both mirrors to drain after the crashes")
         on_ours, on_artemis = bodies(dc1, "outage"), bodies(dc2, "outage")
         assert len(on_ours) == len(set(on_ours)), "a message duplicated on our side"
-        assert on_ours == on_artemis, "the two sides differ after the crashes"
-        assert set(accepted) <= set(on_ours), "an accepted message was lost"
+        assert len(on_artemis) == len(set(on_artemis)), "a message duplicated on Artemis"
+        assert set(accepted) <= set(on_ours) & set(on_artemis), "an accepted message was lost"
+        # Artemis writes a message, its queue's reference and its mirror queue's reference as three
+        # records and confirms after all three: killed between the last two, it keeps a message it never
+        # confirmed and never mirrors it (`artemis data print` shows the three). Only that may differ.
+        in_doubt = set(on_artemis) - set(on_ours)
+        assert all(m.startswith("artemis-source-killed-") for m in in_doubt), in_doubt
+        assert not in_doubt & set(accepted), "Artemis confirmed a message it did not mirror"
+        assert set(on_ours) <= set(on_artemis), "the two sides differ after the crashes"
         assert mirror_complaints(dc2) == []
     finally:
         dc1.stop()
