@@ -52,7 +52,9 @@ class DuplicateIds:
         ids = self.by_address.get(address)
         return ids is not None and dup in ids
 
-    def remember(self, address: str, dup: bytes) -> None:
+    def remember(self, address: str, dup: bytes, message_id: int = 0) -> None:
+        """Remember `dup` for the message `message_id` just routed: its record joins the message's
+        journal batch, and goes with it if that batch is refused (`forget`)."""
         if self.size <= 0:
             return
         ids = self.by_address.get(address)
@@ -63,4 +65,11 @@ class DuplicateIds:
         while len(ids) > self.size:
             del ids[next(iter(ids))]
         if self.persist and self.persistence.enabled:
-            self.persistence.persist(records.DuplicateIdAdded(address, dup, self.size))
+            self.persistence.persist(records.DuplicateIdAdded(address, dup, self.size, message_id))
+
+    def forget(self, address: str, dup: bytes) -> None:
+        """The send that `dup` protected was refused after all (its message taken back): a retry with the
+        same id must be stored. Its record, if still unwritten, is dropped with the message's."""
+        ids = self.by_address.get(address)
+        if ids is not None:
+            ids.pop(dup, None)

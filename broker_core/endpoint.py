@@ -319,7 +319,7 @@ class BrokerEndpoint:
             else:
                 msg = self._route_to_queue(address, producer.queue, payload, view)
             if dup is not None and msg is not None:
-                srv.duplicates.remember(address, dup)
+                srv.duplicates.remember(address, dup, msg.id)
         except (DecodeError, IndexError, ValueError) as exc:
             self.reject(
                 session, delivery_id, settled, BrokerError(errors.DECODE_ERROR, f"malformed message: {exc}")
@@ -336,7 +336,7 @@ class BrokerEndpoint:
         if msg is not None and msg.durable:
             srv.persistence.confirm(
                 lambda: self.accept_later(session, delivery_id),
-                on_fail=lambda: self._not_stored(session, delivery_id, msg),
+                on_fail=lambda: self._not_stored(session, delivery_id, msg, dup),
             )
         else:
             self.accept_later(session, delivery_id)
@@ -355,11 +355,22 @@ class BrokerEndpoint:
                 duplicates.rejected,
             )
         if not settled:
-            self.server.persistence.confirm(lambda: self.accept_later(session, delivery_id))
+            # The original may be in a batch the disk still refuses: then this repeat is refused with it
+            # (never Accepted for a message that was not kept), and the client's next retry is stored.
+            self.server.persistence.confirm(
+                lambda: self.accept_later(session, delivery_id),
+                on_fail=lambda: self._refuse_unstored(session, delivery_id),
+            )
 
-    def _not_stored(self, session: Session, delivery_id: int, msg: StoredMessage) -> None:
-        """The journal could not take the message (a full disk): take it back and refuse the send."""
+    def _not_stored(self, session: Session, delivery_id: int, msg: StoredMessage, dup: bytes | None) -> None:
+        """The journal could not take the message (a full disk): take it back, forget its duplicate id (a
+        retry with that id must be stored), and refuse the send."""
         self.server.router.rollback(msg)
+        if dup is not None:
+            self.server.duplicates.forget(msg.address, dup)
+        self._refuse_unstored(session, delivery_id)
+
+    def _refuse_unstored(self, session: Session, delivery_id: int) -> None:
         if self.closed or session.ended_locally:
             return
         error = ResourceLimitExceeded("the message could not be stored: the broker's disk is full")

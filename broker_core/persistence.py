@@ -38,6 +38,8 @@ Callback = Callable[[], None]
 ID_RESERVATION = "ids.message.reserved"  # meta key: message ids below it may have been handed out
 ID_BLOCK = 100_000
 _ENCODING_ERRORS = (ValueError, TypeError, OverflowError, struct.error)
+# The records of a send whose batch was refused (a full disk): dropped from the held batch with it.
+_WITH_MESSAGE = (records.MessageAdded, records.DuplicateIdAdded)
 
 
 class _Batch:
@@ -301,7 +303,7 @@ class Persistence:
             except Exception:  # one failing handler must not leave the others' clients without an outcome
                 self.log.exception("on_fail handler failed")
         dropped = self.rolled_back
-        kept = [r for r in batch.records if not (type(r) is records.MessageAdded and r.message_id in dropped)]
+        kept = [r for r in batch.records if not (type(r) in _WITH_MESSAGE and r.message_id in dropped)]
         return _Batch(kept, callbacks, {}, batch.syncs)
 
     def retry(self) -> None:

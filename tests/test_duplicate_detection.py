@@ -65,3 +65,111 @@ def test_a_mirror_target_remembers_the_ids_it_applies(tmp_path: Path) -> None:
     net.pump()
     assert dc2.accepted(retry)
     assert net.depth("dc2", "orders") == 1
+
+
+def _disk_full_once(net: Network, name: str) -> None:
+    """The next journal batch of broker `name` is refused as on a full disk (as ENOSPC would)."""
+    from broker_core.journal.errors import JournalFull
+
+    journal = net.server(name).journal
+    real = journal.append_many
+
+    def refuse_once(*args: object, **kwargs: object) -> None:
+        journal.append_many = real
+        raise JournalFull("no space left on device")
+
+    journal.append_many = refuse_once
+
+
+def test_a_send_refused_by_a_full_disk_is_stored_when_retried_with_its_id(tmp_path: Path) -> None:
+    """The once-and-only-once recipe: a refused send is retried with the same id until it is stored.
+    The refused send's id goes with its message: not remembered, and not journalled once the disk has
+    room (a restart in between does not bring it back); after a restart the id is remembered once, for
+    the stored copy."""
+    net = Network(tmp_path)
+    net.broker("dc1", persistence=True)
+    net.start_all()
+    client = net.client("dc1")
+    _disk_full_once(net, "dc1")
+    refused = client.send("orders", "a", properties={DUP: "order-1"})
+    net.pump()
+    assert client.rejected(refused) == "amqp:resource-limit-exceeded"
+    assert net.depth("dc1", "orders") == 0
+    net.server("dc1").persistence.retry()  # the disk has room again: what was held is written
+    net.pump()
+    net.stop("dc1")
+    net.broker("dc1", persistence=True)
+    net.start("dc1")
+    client = net.client("dc1")
+    retried = client.send("orders", "a", properties={DUP: "order-1"})
+    net.pump()
+    assert client.accepted(retried)
+    assert net.depth("dc1", "orders") == 1
+    assert net.server("dc1").duplicates.rejected == 0
+    net.stop("dc1")
+    net.broker("dc1", persistence=True)
+    net.start("dc1")
+    client = net.client("dc1")
+    again = client.send("orders", "a", properties={DUP: "order-1"})
+    net.pump()
+    assert client.accepted(again)
+    assert net.depth("dc1", "orders") == 1  # the stored copy's id survived the restart
+
+
+def test_a_repeat_of_a_send_the_disk_refuses_is_refused_with_it(tmp_path: Path) -> None:
+    """A repeat that arrives while its original waits for the disk is not Accepted as done: the original
+    is refused, so the repeat is too, and the next retry is stored."""
+    net = Network(tmp_path)
+    net.broker("dc1", persistence=True)
+    net.start_all()
+    client = net.client("dc1")
+    _disk_full_once(net, "dc1")
+    first = client.send("orders", "a", properties={DUP: "order-1"})
+    repeat = client.send("orders", "a", properties={DUP: "order-1"})  # in the same journal batch
+    net.pump()
+    assert client.rejected(first) == "amqp:resource-limit-exceeded"
+    assert client.rejected(repeat) == "amqp:resource-limit-exceeded"
+    net.server("dc1").persistence.retry()
+    net.pump()
+    retried = client.send("orders", "a", properties={DUP: "order-1"})
+    net.pump()
+    assert client.accepted(retried)
+    assert net.depth("dc1", "orders") == 1
+
+
+def test_a_send_refused_by_a_full_address_is_stored_when_retried_with_its_id(tmp_path: Path) -> None:
+    """FAIL policy: a send the full address refuses leaves no id behind."""
+    net = Network(tmp_path)
+    fail = """<address-setting match="orders"><max-size-messages>1</max-size-messages>
+              <address-full-policy>FAIL</address-full-policy></address-setting>"""
+    net.broker("dc1", persistence=True, settings=fail)
+    net.start_all()
+    client = net.client("dc1")
+    filler = client.send("orders", "filler")
+    refused = client.send("orders", "a", properties={DUP: "order-1"})
+    net.pump()
+    assert client.accepted(filler)
+    assert client.rejected(refused) == "amqp:resource-limit-exceeded"
+    assert client.receive("orders", 1) and net.depth("dc1", "orders") == 0  # room again
+    retried = client.send("orders", "a", properties={DUP: "order-1"})
+    net.pump()
+    assert client.accepted(retried)
+    assert net.depth("dc1", "orders") == 1
+
+
+def test_duplicate_ids_are_per_address(tmp_path: Path) -> None:
+    """The same id on two addresses protects two different messages: both are stored."""
+    net = Network(tmp_path)
+    two = (
+        '<address name="orders"><anycast><queue name="orders"/></anycast></address>'
+        '<address name="invoices"><anycast><queue name="invoices"/></anycast></address>'
+    )
+    net.broker("dc1", persistence=True, addresses=two)
+    net.start_all()
+    client = net.client("dc1")
+    a = client.send("orders", "a", properties={DUP: "id-1"})
+    b = client.send("invoices", "b", properties={DUP: "id-1"})
+    net.pump()
+    assert client.accepted(a) and client.accepted(b)
+    assert net.depth("dc1", "orders") == 1
+    assert net.depth("dc1", "invoices") == 1

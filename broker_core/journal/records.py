@@ -225,11 +225,16 @@ class PageRemoved:
 @dataclass(frozen=True, slots=True)
 class DuplicateIdAdded:
     """A send's duplicate id (`_AMQ_DUPL_ID`) remembered for its address; an address keeps its last
-    `cache_size` ids (id-cache-size), so older ones die as newer ones come."""
+    `cache_size` ids (id-cache-size), so older ones die as newer ones come.
+
+    `message_id` names the message the id protects, in memory only (never journalled): when that send is
+    refused after all (a full disk), its id's record is dropped with its message's, so a retry of the
+    same send is stored, not taken for a duplicate of what was never kept."""
 
     address: str
     duplicate_id: bytes
     cache_size: int
+    message_id: int = field(default=0, compare=False)
 
 
 Record = (

@@ -116,6 +116,38 @@ def test_an_actual_full_disk_answers_every_send_and_loses_nothing(small_disk: Pa
     assert broker.stop() == 0
 
 
+def test_a_send_refused_on_a_full_disk_and_retried_with_its_duplicate_id_is_stored_once(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    """Once-and-only-once through a full disk: every send carries its own `_AMQ_DUPL_ID`; those the full
+    disk refuses are retried with the same id until they are stored, and every send is then sent once
+    more (a client unsure of its outcome); the queue drains to each message exactly once."""
+    broker = broker_on(small_disk, tmp_path / "home", "<max-disk-usage>-1</max-disk-usage>").start()
+    ballast = fill(small_disk, leave=3 * 1024 * 1024)
+    sent = bodies("m", 800, 8 * 1024)  # 6.5 MB: more than the disk has
+
+    def dup_id(body: str) -> dict[str, str]:
+        return {"_AMQ_DUPL_ID": body[:6]}
+
+    outcomes = send_all(broker.url, "orders", sent, timeout=30, properties=dup_id)
+    refused = [sent[i] for i, o in outcomes.items() if o == "rejected:amqp:resource-limit-exceeded"]
+    accepted = [sent[i] for i, o in outcomes.items() if o == "accepted"]
+    assert refused and accepted and len(refused) + len(accepted) == len(sent)
+    ballast.unlink()
+    wait_until(lambda: "AMQ221082" in broker.log(), 15, "the journal to write again")
+    retries = 0
+    while refused:  # the recipe: the same message, the same id, until it is stored
+        retries += 1
+        assert retries <= 5, f"{len(refused)} sends still refused after {retries - 1} retries"
+        again = send_all(broker.url, "orders", refused, timeout=30, properties=dup_id)
+        refused = [refused[i] for i, o in again.items() if o != "accepted"]
+    everything_again = send_all(broker.url, "orders", sent, timeout=30, properties=dup_id)
+    assert set(everything_again.values()) == {"accepted"}  # each one a duplicate: Accepted, not stored
+    got = [m.body for m in receive(broker.url, "orders", 2 * len(sent), timeout=5)]
+    assert sorted(got) == sorted(sent)  # every message once: none lost to its refused try, none twice
+    assert broker.stop() == 0
+
+
 def test_a_write_that_fails_outright_stops_the_broker_with_one_line_and_no_traceback(tmp_path: Path) -> None:
     broker = BrokerProcess(home=tmp_path, xml_kwargs={"addresses": ORDERS}).start()
     assert set(send_all(broker.url, "orders", bodies("a", 5, 100)).values()) == {"accepted"}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -105,11 +105,18 @@ class Capabilities(LinkOption):
 
 
 def send_all(
-    url: str, address: str, bodies: list[Any], *, durable: bool = True, timeout: float = 20.0
+    url: str,
+    address: str,
+    bodies: list[Any],
+    *,
+    durable: bool = True,
+    timeout: float = 20.0,
+    properties: Callable[[Any], dict[str, Any]] | None = None,
 ) -> dict[int, str]:
     """Send every body as fast as credit allows, each unsettled, and wait (up to `timeout`) for their
     outcomes: index -> "accepted", "rejected:<condition>", "released", "modified" or "none" (no outcome
-    by the deadline, or no credit to send it)."""
+    by the deadline, or no credit to send it). `properties(body)`: each message's application
+    properties."""
     from proton.handlers import MessagingHandler
     from proton.reactor import Container
 
@@ -133,7 +140,9 @@ def send_all(
 
         def on_sendable(self, event: Any) -> None:
             while event.sender.credit and self.next < len(bodies):
-                delivery = event.sender.send(Message(body=bodies[self.next], durable=durable))
+                body = bodies[self.next]
+                props = properties(body) if properties is not None else None
+                delivery = event.sender.send(Message(body=body, durable=durable, properties=props))
                 self.tags[delivery.tag] = self.next
                 self.next += 1
 
