@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -123,18 +124,14 @@ def _cmd_ha(args: argparse.Namespace) -> int:
     """`ha status` and `ha failover` over management; a passive server answers with where the active is."""
     import json
 
-    from connections.cli import request
+    from connections.cli import explain, request
     from connections.failover.client import Redirected
 
     auth = {"user": args.user, "password": args.password}
     try:
         if args.action == "status":
             status = request(args.url, "getHAStatus", [], **auth)
-            if args.json:
-                print(json.dumps(status, sort_keys=True))
-            else:
-                for key in ("policy", "role", "state", "nodeId", "sharedState", "partner"):
-                    print(f"{key:12} {status.get(key)}")
+            print(json.dumps(status, sort_keys=True) if args.json else _ha_text(status))
         else:
             request(args.url, "forceFailover", [], **auth)
             print("failover requested: this server stops and its backup takes over")
@@ -150,9 +147,36 @@ def _cmd_ha(args: argparse.Namespace) -> int:
         print(f"error: {args.url} is passive; the active server is {where}", file=sys.stderr)
         return 1
     except Exception as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {explain(args.url, exc, args.user)}", file=sys.stderr)
         return 1
     return 0
+
+
+# What `ha status` prints, in this order, when the server says it (a shared-store pair has no replica
+# sync, a replicated one no shared-state letter)
+_HA_FIELDS = (
+    ("policy", "policy"),
+    ("role", "role"),
+    ("state", "state"),
+    ("nodeId", "node id"),
+    ("synchronized", "replica in sync"),
+    ("activationSequence", "activation sequence"),
+    ("coordinatedSequence", "coordinated sequence"),
+    ("lockManager", "lock manager"),
+    ("sharedState", "shared state"),
+    ("partner", "partner"),
+)
+
+
+def _ha_text(status: dict[str, object]) -> str:
+    lines = []
+    for key, label in _HA_FIELDS:
+        value = status.get(key)
+        if value is None:
+            continue
+        shown = ("yes" if value else "no") if isinstance(value, bool) else str(value)
+        lines.append(f"{label:21} {shown}")
+    return "\n".join(lines)
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
@@ -258,7 +282,13 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except BrokenPipeError:
+        # The reader went away (`amqp-mirror status | head`): not an error of ours. Python would print
+        # a traceback while flushing stdout at exit; point stdout at nothing instead.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

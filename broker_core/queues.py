@@ -348,6 +348,8 @@ class Address:
         "routing_types",
         "temporary",
         "unrouted",
+        "unrouted_said",
+        "unrouted_said_ms",
         "usage",
     )
 
@@ -371,6 +373,8 @@ class Address:
         self.anycast_rr = 0  # the next anycast queue to take a message, round robin
         self.routed = 0
         self.unrouted = 0
+        self.unrouted_said = 0  # `unrouted` when AMQ951020 last said it (routing.py), and when
+        self.unrouted_said_ms = 0
         self.usage = Usage(name, Budget())  # its settings' limits and the broker's budget (Topology)
 
     def __repr__(self) -> str:

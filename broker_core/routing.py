@@ -31,6 +31,7 @@ from .usage import Admission, Usage
 from .vocabulary import MULTICAST
 
 Clock = Callable[[], int]  # epoch milliseconds
+UNROUTED_EVERY_MS = 60_000  # AMQ951020 again for one address at most this often
 
 
 class Router:
@@ -54,6 +55,7 @@ class Router:
         self.log = log
         self.paging = paging
         self._later: list[MessageRef] = []  # for after-durable queues, in journal order
+        self._no_address_said_ms = -UNROUTED_EVERY_MS
         # In this order: what a batch enqueues late must be in its queue before that queue's pages of
         # the same batch become readable (which could otherwise overtake it).
         # the store-and-forward queue's events leave for the other data centre: only once a replica
@@ -79,9 +81,7 @@ class Router:
         be written); a DROP address drops the message (counted) and returns None."""
         addr = self.topology.addresses.get(address)
         if addr is None or not addr.queues:
-            self.stats.messages_unrouted += 1
-            if addr is not None:
-                addr.unrouted += 1
+            self._unrouted(address, addr)
             return None
         targets: list[Queue] = []
         anycast: list[Queue] = []
@@ -98,7 +98,7 @@ class Router:
             targets.append(anycast[addr.anycast_rr % len(anycast)])
             addr.anycast_rr += 1
         if not targets:
-            addr.unrouted += 1
+            self._unrouted(address, addr)
             return None
         h = view.header
         now_ms = self.clock_ms()
@@ -159,6 +159,34 @@ class Router:
             hold_ref(ref)
             self._enqueue(q, ref)
         return msg
+
+    def _unrouted(self, name: str, addr: Address | None) -> None:
+        """A message that matched no queue is dropped, as Artemis does; counted, and said once per address
+        (then at most once a minute with the count): a plain AMQP client's first sends to an address
+        auto-created multicast with no subscription land here, and nobody would know."""
+        self.stats.messages_unrouted += 1
+        now = self.clock_ms()
+        if addr is None:
+            if now - self._no_address_said_ms >= UNROUTED_EVERY_MS:
+                self._no_address_said_ms = now
+                self.log.warning(
+                    "AMQ951020: a message sent to %r was dropped: there is no such address", name
+                )
+            return
+        addr.unrouted += 1
+        if addr.unrouted > 1 and now - addr.unrouted_said_ms < UNROUTED_EVERY_MS:
+            return
+        since = addr.unrouted - addr.unrouted_said
+        addr.unrouted_said, addr.unrouted_said_ms = addr.unrouted, now
+        self.log.warning(
+            "AMQ951020: %d message(s) sent to address %r matched no queue and were dropped (%d in all on "
+            "this address). A multicast address keeps messages only for its subscriptions: to keep them "
+            "for a later consumer, send with the 'queue' capability (or the anycast prefix), or define "
+            "the queue in <addresses>",
+            since,
+            name,
+            addr.unrouted,
+        )
 
     def _admit(self, addr: Address, msg: StoredMessage) -> Admission:
         admission = self.paging.admit(addr.usage, msg.cost)

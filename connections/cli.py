@@ -92,6 +92,30 @@ class Management:
         self.close()
 
 
+def explain(url: str, exc: BaseException, user: str | None = None) -> str:
+    """What went wrong talking to the broker at `url`, in a sentence an operator can act on (the AMQP
+    library's own condition follows, for the record)."""
+    text = str(exc)
+    lowered = text.lower()
+    if "permission" in lowered:
+        return f"{url}: not allowed: {text}"
+    if "authentication failed" in lowered:
+        if user:
+            why = f"the broker refused user {user!r} (wrong password, or no such user)"
+        else:
+            why = (
+                "the broker requires a login: give --user and --password (a user with the manage permission)"
+            )
+        return f"{url}: authentication failed: {why}"
+    if "connection refused" in lowered:
+        return f"{url}: connection refused: is the broker running, and is this its AMQP port?"
+    if "protocol header" in lowered or "framing-error" in lowered:
+        return f"{url}: the other end does not speak AMQP: is this the broker's AMQP port? ({text})"
+    if isinstance(exc, TimeoutError) or "timeout" in type(exc).__name__.lower() or "timed out" in lowered:
+        return f"{url}: no answer in time: is this the broker's AMQP port, and is the broker busy? ({text})"
+    return f"{url}: {text}"
+
+
 def main(args: Any) -> int:
     try:
         if args.action == "list":
@@ -100,12 +124,12 @@ def main(args: Any) -> int:
             )
             print(f"{'NAME':20} {'STATE':11} {'CONNECTED':9} URI")
             for r in rows:
-                print(f"{r['name']:20} {r['state']:11} {r['connected']!s:9} {r['uri']}")
+                print(f"{r['name']:20} {r['state']:11} {'yes' if r['connected'] else 'no':9} {r['uri']}")
         else:
             op = "startBrokerConnection" if args.action == "start" else "stopBrokerConnection"
             request(args.url, op, [args.name], user=args.user, password=args.password)
             print(f"{args.action} {args.name}: ok")
     except Exception as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {explain(args.url, exc, args.user)}", file=sys.stderr)
         return 1
     return 0

@@ -14,7 +14,7 @@ from typing import NoReturn
 from .artemis_export import is_export
 from .rows import journal_dir
 
-SPARK_EXTRA = "amqp-mirror[spark]"
+SPARK_EXTRA = "[spark]"  # amqp-mirror is installed from its repository (no package index serves it)
 USAGE_ERROR = 2  # the exit code of a command given something it cannot use
 
 # What each command imports beyond the broker's own dependencies.
@@ -35,7 +35,7 @@ def require_extra(command: str) -> None:
     if missing:
         fail(
             f"amqp-mirror {command} needs the [spark] extra, missing here: {', '.join(missing)}; "
-            f"install it with: pip install '{SPARK_EXTRA}'"
+            f"install it from the amqp-mirror repository with: pip install '.{SPARK_EXTRA}'"
         )
 
 

@@ -48,7 +48,8 @@ class Outcome:
     problems: list[str] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
-        verb = "would " if self.dry_run else ""
+        """The outcome for scripts (the JSON line on stdout); a dry run's counts are what it would do."""
+        verb = "would_" if self.dry_run else ""
         return {
             "dry_run": self.dry_run,
             f"{verb}resend": self.resent,
@@ -57,6 +58,15 @@ class Outcome:
             "already_removed": self.already_removed,
             "problems": len(self.problems),
         }
+
+    def sentence(self) -> str:
+        """The outcome for people (the progress on stderr)."""
+        verb = "would " if self.dry_run else ""
+        return (
+            f"{verb}re-send {self.resent} ({self.already_present} already there), "
+            f"{verb}remove {self.removed} ({self.already_removed} already removed), "
+            f"{len(self.problems)} problem(s)"
+        )
 
 
 @dataclass
@@ -93,7 +103,7 @@ def apply_plan(plan: dict[str, Any], settings: Settings, say: Say = print) -> Ou
                 )
     finally:
         survivor.close()
-    say(f"repair {'(dry run) ' if settings.dry_run else ''}done: {outcome.summary()}")
+    say(f"repair {'(dry run) ' if settings.dry_run else ''}done: {outcome.sentence()}")
     return outcome
 
 

@@ -62,6 +62,14 @@ def broker_status(broker: Broker, started: float) -> dict[str, Any]:
             for q in queues[:QUEUES_SHOWN]
         ],
         "queuesTotal": len(queues),
+        "unrouted": {
+            "total": server.stats.messages_unrouted,
+            "addresses": [
+                {"name": a.name, "messages": a.unrouted, "routingTypes": sorted(a.routing_types)}
+                for a in sorted(server.addresses.values(), key=lambda a: (-a.unrouted, a.name))[:QUEUES_SHOWN]
+                if a.unrouted
+            ],
+        },
         "connections": broker.connections.list() if broker.connections is not None else [],
         "mirrors": broker.mirror_status(),
     }
@@ -78,7 +86,7 @@ def _replica_sync(broker: Broker) -> bool:
 
 
 def main(args: argparse.Namespace) -> int:
-    from connections.cli import request
+    from connections.cli import explain, request
     from connections.failover.client import Redirected
 
     while True:
@@ -88,14 +96,14 @@ def main(args: argparse.Namespace) -> int:
             where = f"{exc.where[0]}:{exc.where[1]}" if exc.where else "unknown"
             status = {"passive": True, "active": where}
         except Exception as exc:
-            print(f"error: {args.url}: {exc}", file=sys.stderr)
+            print(f"error: {explain(args.url, exc, args.user)}", file=sys.stderr)
             if not args.watch:
                 return 1
             status = None
         if status is not None:
             text = json.dumps(status, sort_keys=True) if args.json else render(status, args.url)
-            if args.watch and not args.json:
-                print("\033[H\033[2J", end="")  # clear the screen, as watch(1) does
+            if args.watch and not args.json and sys.stdout.isatty():
+                print("\033[H\033[2J", end="")  # clear the screen, as watch(1) does (not into a pipe)
             print(text, flush=True)
         if not args.watch:
             return 0
@@ -166,6 +174,15 @@ def render(status: dict[str, Any], url: str) -> str:
     shown = sum(1 for q in status["queues"] if not q["internal"])
     if status["queuesTotal"] > len(status["queues"]):
         out.append(f"({shown} deepest shown of {status['queuesTotal']} queues; --json has them)")
+    unrouted = status.get("unrouted", {})
+    if unrouted.get("total"):
+        rows = [[a["name"], ",".join(a["routingTypes"]), a["messages"]] for a in unrouted["addresses"]]
+        out += [
+            "",
+            f"UNROUTED: {unrouted['total']} message(s) matched no queue and were dropped "
+            "(an address keeps messages only in its queues)",
+            *_table(["ADDRESS", "ROUTING", "DROPPED"], rows),
+        ]
     return "\n".join(out)
 
 

@@ -173,7 +173,7 @@ def test_dr_commands_without_the_spark_extra_say_what_to_install(plain: Installa
         result = plain.run(*command, cwd=tmp_path)
         assert result.returncode == 2, result.stderr
         [line] = result.stderr.strip().splitlines()
-        assert "needs the [spark] extra" in line and "pip install 'amqp-mirror[spark]'" in line, line
+        assert "needs the [spark] extra" in line and "pip install '.[spark]'" in line, line
     assert list(tmp_path.iterdir()) == []
 
 
@@ -242,6 +242,9 @@ def test_export_reconcile_and_repair_as_installed(
         )
         assert dry.returncode == 0, dry.stdout + dry.stderr
         outcome = json.loads(dry.stdout.strip().splitlines()[-1])
-        assert outcome["dry_run"] is True and outcome["would resend"] == 3, outcome  # DC1's three orders
+        assert outcome["dry_run"] is True and outcome["would_resend"] == 3, outcome  # DC1's three orders
+        # said once for people (stderr) and once for scripts (stdout), never as a Python dict
+        assert "repair (dry run) done: would re-send 3 (0 already there)" in dry.stderr, dry.stderr
+        assert "{'" not in dry.stderr
     finally:
         assert stop(survivor) == 0
