@@ -139,6 +139,7 @@ TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest
     "test_journal_limits.py": "pure",
     "test_duplicate_detection.py": "pure",
     "test_confirmation_wiring.py": "pure",
+    "test_defaults.py": "pure",
     "test_data_lock.py": "pure",
     "test_bad_input.py": "adapter",
     "test_security.py": "adapter",

@@ -442,7 +442,7 @@ class BrokerConfig(Frozen):
     max_disk_usage: int = 90
     min_disk_free: int = -1
     disk_scan_period: int = 5000
-    global_max_size: int = -1  # -1: Artemis uses half the JVM heap; we use half the machine's memory
+    global_max_size: int = -1  # -1: 512 MiB or half the machine's memory, the smaller (server.py)
     global_max_messages: int = -1
     critical_analyzer: bool = True
     critical_analyzer_timeout: int = 120000
