@@ -52,7 +52,6 @@ from .topology import Topology
 from .usage import Budget
 from .vocabulary import AckReason
 
-
 # `global-max-size` -1: Artemis takes half the JVM's heap, 1 GiB with the 2 GiB heap `artemis create`
 # writes. A message held here costs about twice its counted bytes in the process (Python objects), so the
 # same memory footprint is 512 MiB counted; never more than half the machine's memory. A mirror to a dead
