@@ -22,7 +22,9 @@ exit codes:
   1  failed (a broker that could not start or stopped on a fatal error, a command that failed)
   2  bad usage or input (an unknown option, a broker.xml with errors, a path that is not what it should be,
      a DR command without the [spark] extra)
-  3  reconcile: the survivor needs a repair (see the report and the printed repair command)"""
+  3  reconcile: the survivor needs a repair (see the report and the printed repair command)
+  4  run: an HA pair stopped this server (it stepped down for its primary, or failed over on request):
+     start it again to rejoin the pair (the systemd unit does)"""
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 USAGE_ERROR = 2
@@ -138,11 +140,16 @@ def _cmd_ha(args: argparse.Namespace) -> int:
     except Redirected as exc:
         where = f"{exc.where[0]}:{exc.where[1]}" if exc.where else "unknown"
         if args.action == "status":
-            print(
-                json.dumps({"state": "passive", "active": where})
-                if args.json
-                else f"passive; the active server is {where}"
-            )
+            # The passive server names its partner from its configuration: whether that one is really
+            # there is asked of the partner itself.
+            there = exc.where is not None and _reachable(exc.where[0], exc.where[1])
+            if args.json:
+                print(json.dumps({"state": "passive", "active": where, "activeReachable": there}))
+            elif there:
+                print(f"passive; the active server is {where}")
+            else:
+                print(f"passive; the active server should be {where}, but nothing answers there: the pair "
+                      "may have no active server")  # fmt: skip
             return 0
         print(f"error: {args.url} is passive; the active server is {where}", file=sys.stderr)
         return 1
@@ -164,8 +171,19 @@ _HA_FIELDS = (
     ("coordinatedSequence", "coordinated sequence"),
     ("lockManager", "lock manager"),
     ("sharedState", "shared state"),
+    ("backupPresent", "backup present"),
     ("partner", "partner"),
 )
+
+
+def _reachable(host: str, port: int, timeout: float = 3.0) -> bool:
+    import socket
+
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
 
 
 def _ha_text(status: dict[str, object]) -> str:

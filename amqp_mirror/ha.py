@@ -42,6 +42,11 @@ _SAY = {
 }
 
 
+# The exit code of a server the pair stopped (failback, a requested failover), not an operator: the
+# service manager starts it again (the unit's RestartForceExitStatus), and it rejoins the pair.
+EXIT_REJOIN = 4
+
+
 def uses_ha(config: BrokerConfig) -> bool:
     return config.ha_policy.kind != HaKind.PRIMARY_ONLY
 
@@ -78,6 +83,10 @@ class Coordinator(Protocol):
 
     def release(self) -> None: ...
     def status(self) -> dict[str, object]: ...
+
+    def backup_present(self) -> bool:
+        """Active: whether a backup is there to take over (waiting on the shared store, or replicating)."""
+        ...
 
 
 class SharedStoreCoordinator:
@@ -137,6 +146,9 @@ class SharedStoreCoordinator:
     def status(self) -> dict[str, object]:
         return {"sharedState": self.store.state()}
 
+    def backup_present(self) -> bool:
+        return self.store.backup_waiting()
+
 
 class HaController:
     def __init__(
@@ -161,6 +173,9 @@ class HaController:
         self._waiting_since = 0.0  # a primary: when it began to wait for its lock
         self._timer: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[None] | None = None
+        # Why this server stops, when the pair (not an operator) stopped it: it must be started again to
+        # rejoin the pair as its backup (`EXIT_REJOIN`: the service manager restarts it)
+        self.rejoin: str | None = None
         # told of every change of state (old, event, new): operations count failovers, tell systemd
         self.on_transition: list[Callable[[State, Event, State], None]] = []
 
@@ -186,6 +201,7 @@ class HaController:
         await self.on(Event.STOP)
 
     async def force_failover(self) -> None:
+        self.rejoin = "it failed over to its backup on request"
         await self.on(Event.FORCE_FAILOVER)
 
     async def on(self, event: Event) -> None:
@@ -211,7 +227,15 @@ class HaController:
             if self.active_elsewhere
             else None,
             **self.coordinator.status(),
+            **({"backupPresent": self.backup_present()} if self.state == State.ACTIVE else {}),
         }
+
+    def backup_present(self) -> bool:
+        """Active: whether the pair has a backup ready to take over (False: a pair without a backup)."""
+        try:
+            return self.coordinator.backup_present()
+        except OSError:  # the shared store unreachable: no backup can be counted on either
+            return False
 
     # ------------------------------------------------------------------------------- actions
 
@@ -243,6 +267,7 @@ class HaController:
                 self.coordinator = self._new_coordinator()
                 await self.on(Event.STEPPED_DOWN)
             else:
+                self.rejoin = "it stepped down for its primary (failback; restart-backup is false)"
                 await self.on(Event.STOPPED)
         elif action == Action.HALT:
             await self._halt()
@@ -263,7 +288,17 @@ class HaController:
             await self._close_passive()
             self.coordinator.release()
             if self.state == State.STOPPED:
-                self.on_exit(0, "stopped")
+                if self.rejoin is not None:
+                    log.warning(
+                        "AMQ951030: %s stopped because %s: it exits with code %d so that its service starts "
+                        "it again, to rejoin the pair (until then the pair has no backup)",
+                        name,
+                        self.rejoin,
+                        EXIT_REJOIN,
+                    )
+                    self.on_exit(EXIT_REJOIN, "")
+                else:
+                    self.on_exit(0, "stopped")
 
     async def _go_passive(self) -> None:
         if self.passive is None:

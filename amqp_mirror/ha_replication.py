@@ -269,6 +269,10 @@ class ReplicationCoordinator:
         if node is not None:
             self.manager.unlock(node)
 
+    def backup_present(self) -> bool:
+        service = self.service
+        return service is not None and service.feed is not None
+
     def status(self) -> dict[str, object]:
         service = self.service
         synchronized = service.synchronized if service is not None else self.replica.synchronized

@@ -16,7 +16,7 @@ from broker_core.config.model import BrokerConfig
 from broker_core.journal.errors import JournalError
 
 from .broker import Broker
-from .ha import HaController, uses_ha
+from .ha import EXIT_REJOIN, HaController, uses_ha
 from .ops import status
 from .ops.node import Node
 from .ops.service import Operations
@@ -48,7 +48,7 @@ def run(configs: list[BrokerConfig]) -> int:
 
     def on_exit(code: int, why: str) -> None:  # an HA controller ended its broker (halted, stepped down)
         exit_codes.append(code)
-        if code:
+        if code and code != EXIT_REJOIN:
             failed.append(why)
         stop.set()
 
@@ -116,7 +116,7 @@ def run(configs: list[BrokerConfig]) -> int:
             log.error("%s", line)
         return 1
     log.info("shutdown complete")
-    return 0
+    return EXIT_REJOIN if EXIT_REJOIN in exit_codes else 0
 
 
 def tune_gc() -> None:

@@ -116,6 +116,12 @@ class BrokerCollector(Collector):
             "1 while a replicating backup is in sync with this server (management's isReplicaSync).",
             _replica_synced(node),
         )
+        if node.ha is not None and node.active():  # only an active server of a pair has a backup or not
+            yield _gauge(
+                "ha_backup_present",
+                "1 while a backup is ready to take over from this active server (0: the pair has none).",
+                node.ha.backup_present(),
+            )
         failovers = CounterMetricFamily(
             PREFIX + "ha_failovers", "HA transitions of this server, by reason.", labels=["reason"]
         )

@@ -90,6 +90,16 @@ class SharedStore:
         self.primary_lock.release()
         self.backup_lock.release()
 
+    def backup_waiting(self) -> bool:
+        """An active server's look at its pair: whether a backup holds the backup lock, waiting to take
+        over (the lock is tried and, if it was free, let go at once: a backup's poll simply retries)."""
+        if self.backup_lock.held:
+            return False  # ours (a backup that has not let go yet): nobody else waits
+        if self.backup_lock.try_acquire():
+            self.backup_lock.release()
+            return False
+        return True
+
     def state(self) -> str:
         return self.server_lock.read_state()
 
