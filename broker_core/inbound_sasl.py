@@ -74,8 +74,8 @@ class ServerSasl:
         """The cluster user and password of broker.xml (another server of an HA pair), checked whatever
         security-enabled says: replication carries every message."""
         config = self.server.config
-        if not config.cluster_user or config.cluster_password is None:
-            return False
+        if not config.cluster_user or not config.cluster_password:
+            return False  # an empty password logs nobody in
         same_user = hmac.compare_digest(user.encode(), config.cluster_user.encode())
         return same_user and hmac.compare_digest(password.encode(), config.cluster_password.encode())
 

@@ -3,6 +3,10 @@
 Passwords never leave this object: not in ``repr``, not in log messages, not in exceptions.
 Password comparison is constant-time (digests of equal length compared with
 ``hmac.compare_digest``), and an unknown user costs the same comparison as a known one.
+
+A user whose password is empty cannot log in, with PLAIN or SCRAM (Artemis's properties login module
+would accept the empty password): an empty password in the users file is far more often a slip, such as
+a line without ``=``, than a choice, and it would let anyone who knows the name in.
 """
 
 from __future__ import annotations
@@ -61,7 +65,7 @@ class UserStore:
         return self._roles.get(user, frozenset()) if user is not None else frozenset()
 
     def check_plain(self, user: str, password: str) -> bool:
-        stored = self._passwords.get(user)
+        stored = self._passwords.get(user) or None  # an empty password is none: nobody logs in with it
         expected = _digest(stored) if stored is not None else self._decoy
         valid = hmac.compare_digest(_digest(password), expected)
         if not (valid and stored is not None):
@@ -88,8 +92,8 @@ class UserStore:
         """SCRAM credentials derived from the plain password, with a random salt per store."""
         mech = ScramMechanism(mechanism)
         password = self._passwords.get(user)
-        if password is None:
-            return None
+        if not password:
+            return None  # an unknown user, or an empty password: fails like a wrong password
         key = (user, mech)
         if key not in self._scram_cache:
             salt = secrets.token_bytes(_SALT_BYTES)
