@@ -98,6 +98,7 @@ TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest
     "filters/": "pure",
     "security/": "pure",
     "security/test_management_replies.py": "integration",
+    "security/test_cluster_login.py": "integration",
     "journal/": "pure",
     "journal/test_journal_crash.py": "integration",
     "connections/test_reconnect_table.py": "pure",
