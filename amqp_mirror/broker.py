@@ -16,12 +16,17 @@ from collections.abc import Callable
 from typing import Any
 
 from broker_core.acceptor import Listener
+from broker_core.amqp.connection import Connection
 from broker_core.config.model import AmqpConnection, BrokerConfig
+from broker_core.errors import NotAllowed
+from broker_core.inbound_attach import Termini
+from broker_core.inbound_links import LinkConsumer
 from broker_core.management import BROKER, Management, ManagementService
 from broker_core.message import MessageView
+from broker_core.queues import Address
 from broker_core.server import Server
 from broker_core.server_management import add_server_operations
-from broker_core.services import Services
+from broker_core.services import Peer, Services
 from broker_core.turn import Turn
 from connections.manager import BrokerConnectionManager
 from connections.policies import LinkPolicy
@@ -127,10 +132,16 @@ class Broker:
         def authorize(user: str | None) -> None:
             server.check(user, server.config.management_address, "manage")
 
-        def authorize_reply(user: str | None, address: str) -> None:
+        def authorize_reply(peer: Peer, address: str) -> None:
+            """A reply goes where its requester could send it: never to the broker's own addresses
+            (internal ones, the mirror prefix, a service's), into a temporary queue only if it is the
+            requester's own (a dynamic receiver on its connection), elsewhere only with send permission."""
+            Termini(server, peer.acceptor, self.services).check_reachable(address)
             reply = server.addresses.get(address)
-            if reply is None or not reply.temporary:  # a client's own temporary queue takes its replies
-                server.check(user, address, "send")
+            if reply is None or not reply.temporary:
+                server.check(peer.user, address, "send")
+            elif not _own_temporary(reply, peer.conn):
+                raise NotAllowed(f"address {address} is a temporary queue of another connection")
 
         def send_reply(address: str, payload: bytes) -> None:
             server.router.route(address, payload, MessageView(payload))
@@ -182,3 +193,10 @@ class Broker:
 
 def _mirror_sources(server: Server, connection: AmqpConnection) -> list[LinkPolicy]:
     return [MirrorSource(server, connection, m) for m in connection.mirrors]
+
+
+def _own_temporary(address: Address, conn: Connection) -> bool:
+    """Whether a temporary address is `conn`'s: every queue on it consumed only by links of `conn` (a
+    dynamic receiver's queue lives as long as its link)."""
+    consumers = [c for q in address.queues for c in q.consumers]
+    return bool(consumers) and all(isinstance(c, LinkConsumer) and c.host.conn is conn for c in consumers)

@@ -312,8 +312,18 @@ class ReplicationCoordinator:
             idle_timeout=cluster.connection_ttl if cluster is not None else 60000,
         )
         broker = self.controller.broker
+        partner = "the primary" if self.role == HaRole.BACKUP else "the active server"
+        refused = (
+            f"AMQ951041: {partner} refused the cluster user's password (user {config.cluster_user}): check "
+            "<cluster-user>/<cluster-password>, which must be the same on both servers"
+        )
         self.client = OutboundConnection(
-            broker.server, connection, self.loop, broker.turn, [ReplicaPolicy(self.replica, connection.name)]
+            broker.server,
+            connection,
+            self.loop,
+            broker.turn,
+            [ReplicaPolicy(self.replica, connection.name)],
+            login_refused=refused,
         )
         self.client.start()
         self._tick()

@@ -99,15 +99,16 @@ class Management:
 class ManagementService:
     """Management as a service at its address: requests in, replies routed to their `reply-to`.
 
-    `authorize(user)` raises unless the user may manage; `authorize_reply(user, address)` unless the user
-    may have a reply sent to that address (a request must not be a way to put messages where its sender
-    may not send); `send_reply(address, payload)` routes a reply."""
+    `authorize(user)` raises unless the user may manage; `authorize_reply(peer, address)` unless the
+    requester may have a reply sent to that address (a request must not be a way to put messages where
+    its sender may not send, nor into another client's temporary queue); `send_reply(address, payload)`
+    routes a reply."""
 
     def __init__(
         self,
         management: Management,
         authorize: Callable[[str | None], None],
-        authorize_reply: Callable[[str | None, str], None],
+        authorize_reply: Callable[[Peer, str], None],
         send_reply: Callable[[str, bytes], None],
     ) -> None:
         self.management = management
@@ -130,7 +131,7 @@ class ManagementService:
             view.all_sections()
             reply_to = reply_address(view)
             if reply_to is not None:
-                self.authorize_reply(peer.user, reply_to)  # before anything is done
+                self.authorize_reply(peer, reply_to)  # before anything is done
             reply_to, reply = self.management.handle(view)
             if reply_to and reply is not None:
                 self.send_reply(reply_to, reply)

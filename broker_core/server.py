@@ -34,6 +34,7 @@ from .disk import DiskMonitor
 from .duplicates import DuplicateIds
 from .errors import Unauthorized
 from .events import Cause, Observer, Observers
+from .failed_logins import FailedLogins
 from .identity import MessageIndex
 from .journal.collector import collector_paused
 from .journal.journal import Journal
@@ -147,6 +148,7 @@ class Server:
         rules = {s.match: dict(s.permissions) for s in config.security_settings}
         self.authorizer = Authorizer(config.security_enabled, SecuritySettings(rules), self.user_store)
         self.scram_secret = secrets.token_bytes(32)  # fake SCRAM salts for unknown users stay stable
+        self.failed_logins = FailedLogins()  # which failed logins to log: repeats are summarised
 
     # ------------------------------------------------------------------------------------ lifecycle
 

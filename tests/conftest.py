@@ -97,6 +97,8 @@ TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest
     "config/": "pure",
     "filters/": "pure",
     "security/": "pure",
+    "security/test_management_replies.py": "integration",
+    "security/test_cluster_login.py": "integration",
     "journal/": "pure",
     "journal/test_journal_crash.py": "integration",
     "connections/test_reconnect_table.py": "pure",

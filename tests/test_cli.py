@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from broker_core.amqp.performatives import SaslOutcome
+from tests.peers.ports import LOOPBACK
 from tests.support.broker import REPO, BrokerProcess
 from tests.support.client import send
+from tests.support.raw_amqp import RawPeer
 
 UNIMPLEMENTED = '<broadcast-groups><broadcast-group name="b"/></broadcast-groups>'
 
@@ -171,3 +174,48 @@ def test_the_harness_config_is_clean_even_under_strict(tmp_path: Path) -> None:
     result = _cli(tmp_path, "check-config", "--strict", str(broker.config_path))
     assert result.returncode == 0, result.stderr
     assert "0 error(s), 0 warning(s)" in result.stdout
+
+
+# ------------------------------------------------------------------------------------ users and roles
+
+USERS_WITH_EMPTY_PASSWORDS = "admin = secret\nalice\nbob =\n"
+
+
+def test_empty_passwords_are_reported_by_check_config_and_run_and_cannot_log_in(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path / "users", xml_kwargs={"security": True})
+    broker.write_config()
+    (broker.home / "etc" / "artemis-users.properties").write_text(USERS_WITH_EMPTY_PASSWORDS)
+    checked = _cli(broker.home, "check-config", str(broker.config_path))
+    assert checked.returncode == 0, checked.stderr
+    problems = _problem_lines(checked.stderr, "artemis-users.properties")
+    assert problems == {
+        2: "alice: no '=': read as a user with an empty password, and an empty password cannot log in; "
+        "expected alice = <password>",
+        3: "bob: empty password: an empty password cannot log in; expected bob = <password>",
+    }, checked.stderr
+    assert "warning: artemis-users.properties:2: alice" in checked.stderr
+    assert "0 error(s), 2 warning(s)" in checked.stdout
+
+    broker.start()
+    try:
+        assert set(_problem_lines(broker.log(), "artemis-users.properties")) == {2, 3}, broker.log()
+        for user in ("alice", "bob"):  # SASL PLAIN with the empty password, on the wire
+            with RawPeer(LOOPBACK, broker.port) as peer:
+                peer.sasl_init("PLAIN", f"\0{user}\0".encode())
+                assert peer.wait_for(SaslOutcome).code == 1, user
+        assert send(broker.url, "cli.check", ["served"], user="admin", password="secret") == 1
+    finally:
+        assert broker.stop() == 0
+
+
+def test_security_on_without_a_roles_file_is_reported(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path / "roles", xml_kwargs={"security": True})
+    broker.write_config()
+    (broker.home / "etc" / "artemis-roles.properties").unlink()
+    checked = _cli(broker.home, "check-config", str(broker.config_path))
+    assert checked.returncode == 0, checked.stderr
+    assert (
+        "warning: artemis-roles.properties: security is enabled but there is no roles file: every user is "
+        "denied every permission" in checked.stderr
+    ), checked.stderr
+    assert "0 error(s), 1 warning(s)" in checked.stdout

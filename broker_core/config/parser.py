@@ -210,8 +210,20 @@ def _load_security_files(
     if roles_file is not None or roles_path.exists():
         known = {user.name for user in values.get("users", ())}
         values["roles"] = load_roles(roles_path, roles_log, known)
-    if values.get("security_enabled", True) and "users" not in values:
-        users_log.warning(
-            None, "", "security is enabled but no users file was found; nobody can log in", USERS_FILE
-        )
+    if values.get("security_enabled", True):
+        beside = f"beside {config_path.name} (or <security-enabled>false</security-enabled>)"
+        if "users" not in values:
+            users_log.warning(
+                None,
+                "",
+                "security is enabled but there is no users file: nobody can log in",
+                f"{users_path.name} {beside}",
+            )
+        if "roles" not in values:
+            roles_log.warning(
+                None,
+                "",
+                "security is enabled but there is no roles file: every user is denied every permission",
+                f"{roles_path.name} {beside}",
+            )
     return users_log.problems + roles_log.problems

@@ -4,6 +4,9 @@ The syntax is the basic java.util.Properties one: ``key = value`` or ``key: valu
 ``#`` and ``!`` comment lines, a trailing backslash continues a line, backslash escapes ``\\ ``,
 ``\\=``, ``\\:``, ``\\t``, ``\\n`` and ``\\uXXXX``. Passwords written as ``ENC(...)`` are hashed or
 masked by Artemis tools; we cannot check them yet, so they are reported as errors.
+
+An empty password (``bob =``, or a line ``alice`` with no separator, which java.util.Properties reads
+as ``alice`` with the empty string) is reported with a warning: such a user cannot log in here.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ class Property:
     line: int
     key: str
     value: str
+    separated: bool = True  # the line had a separator (`=`, `:` or whitespace) after its key
 
 
 def _logical_lines(text: str) -> list[tuple[int, str]]:
@@ -59,7 +63,8 @@ def _unescape(text: str) -> str:
     return _ESCAPE.sub(replace, text)
 
 
-def _split_key(line: str) -> tuple[str, str]:
+def _split_key(line: str) -> tuple[str, str, bool]:
+    """(key, the rest, whether a separator came after the key)."""
     index = 0
     while index < len(line):
         char = line[index]
@@ -72,14 +77,14 @@ def _split_key(line: str) -> tuple[str, str]:
     key, rest = line[:index], line[index:].lstrip(" \t")
     if rest[:1] in ("=", ":"):
         rest = rest[1:].lstrip(" \t")
-    return key, rest
+    return key, rest, index < len(line)
 
 
 def parse_properties(text: str) -> list[Property]:
     properties = []
     for line_number, line in _logical_lines(text):
-        key, value = _split_key(line)
-        properties.append(Property(line_number, _unescape(key), _unescape(value).strip()))
+        key, value, separated = _split_key(line)
+        properties.append(Property(line_number, _unescape(key), _unescape(value).strip(), separated))
     return properties
 
 
@@ -100,6 +105,20 @@ def load_users(path: Path, log: ProblemLog) -> tuple[User, ...]:
             # java.util.Properties keeps the last value; say so, since it is usually a mistake.
             log.warning(
                 prop.line, prop.key, f"duplicate user {prop.key!r}; this later entry wins", "each user once"
+            )
+        if not prop.separated:
+            log.warning(
+                prop.line,
+                prop.key,
+                "no '=': read as a user with an empty password, and an empty password cannot log in",
+                f"{prop.key} = <password>",
+            )
+        elif not prop.value:
+            log.warning(
+                prop.line,
+                prop.key,
+                "empty password: an empty password cannot log in",
+                f"{prop.key} = <password>",
             )
         if prop.value.startswith("ENC(") and prop.value.endswith(")"):
             log.error(

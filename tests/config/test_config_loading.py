@@ -139,9 +139,15 @@ def test_an_attribute_artemis_has_and_we_do_not_read_warns() -> None:
     assert "(did you mean enabled?)" in log.problems[1].message
 
 
-def test_security_enabled_without_users_file_warns(write_config: WriteConfig) -> None:
+def test_security_enabled_without_users_and_roles_files_warns(write_config: WriteConfig) -> None:
     _, warnings = load_config(write_config("<name>x</name>\n"))
-    assert len(warnings) == 1 and "no users file" in warnings[0].message
+    assert [str(w) for w in warnings] == [
+        "artemis-users.properties: security is enabled but there is no users file: nobody can log in; "
+        "expected artemis-users.properties beside broker.xml (or <security-enabled>false</security-enabled>)",
+        "artemis-roles.properties: security is enabled but there is no roles file: every user is denied "
+        "every permission; expected artemis-roles.properties beside broker.xml "
+        "(or <security-enabled>false</security-enabled>)",
+    ]
 
 
 def test_check_config_main_reports_and_exits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -287,6 +287,35 @@ def test_hashed_passwords_are_reported(tmp_path: Path) -> None:
     ]
 
 
+def test_an_empty_password_warns_at_its_line(tmp_path: Path) -> None:
+    """`alice` alone and `bob =` are both a user with an empty password (as java.util.Properties reads
+    them), which cannot log in: each is said at its line; a space is a separator, as in Java."""
+    users = "# users\nadmin = s3cret\nalice\nbob =\ncarol wonder\n"
+    path = _write_security(tmp_path, users, "amq = admin, alice, bob, carol\n")
+    cfg, warnings = load_config(path)
+    assert [str(w) for w in warnings] == [
+        "artemis-users.properties:3: alice: no '=': read as a user with an empty password, and an empty "
+        "password cannot log in; expected alice = <password>",
+        "artemis-users.properties:4: bob: empty password: an empty password cannot log in; "
+        "expected bob = <password>",
+    ]
+    assert [(u.name, u.password) for u in cfg.users][1:] == [("alice", ""), ("bob", ""), ("carol", "wonder")]
+
+
+def test_security_on_without_a_roles_file_warns(tmp_path: Path) -> None:
+    path = _write_security(tmp_path, "admin = s3cret\n", "")
+    (path.parent / "artemis-roles.properties").unlink()
+    _, warnings = load_config(path)
+    assert [str(w) for w in warnings] == [
+        "artemis-roles.properties: security is enabled but there is no roles file: every user is denied "
+        "every permission; expected artemis-roles.properties beside broker.xml "
+        "(or <security-enabled>false</security-enabled>)"
+    ]
+    off = path.read_text().replace("<core>", "<core><security-enabled>false</security-enabled>")
+    path.write_text(off)
+    assert load_config(path)[1] == []  # with security off, neither file matters
+
+
 def test_missing_explicit_users_file_is_an_error(tmp_path: Path) -> None:
     path = _write_security(tmp_path, "a = b\n", "")
     with pytest.raises(ConfigError) as caught:
