@@ -86,7 +86,7 @@ class BrokerEndpoint:
             self,
             server=True,
             container_id=server.node_id,
-            sasl_mechanisms=mechanisms(secure),
+            sasl_mechanisms=mechanisms(secure, scram=not server.user_store.hashed_users),
             allow_no_sasl=not secure,
             max_frame_size=acceptor.max_frame_size,
             idle_timeout_ms=acceptor.amqp_idle_timeout,

@@ -23,9 +23,11 @@ log = logging.getLogger("broker.inbound")
 SCRAM_MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256")
 
 
-def mechanisms(secure: bool) -> tuple[str, ...]:
-    """What the acceptor offers: ANONYMOUS only while security is off."""
-    return SCRAM_MECHANISMS + (("PLAIN",) if secure else ("ANONYMOUS", "PLAIN"))
+def mechanisms(secure: bool, scram: bool = True) -> tuple[str, ...]:
+    """What the acceptor offers: ANONYMOUS only while security is off; SCRAM unless a user's password is
+    a one-way hash (Artemis's ENC), which only PLAIN can check (a client takes the strongest offered, and
+    would fail with SCRAM), as Artemis offers PLAIN to the users a properties file hashes."""
+    return (SCRAM_MECHANISMS if scram else ()) + (("PLAIN",) if secure else ("ANONYMOUS", "PLAIN"))
 
 
 class ServerSasl:

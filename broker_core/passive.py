@@ -45,7 +45,7 @@ class PassiveSocket(asyncio.Protocol):
             self,
             server=True,
             container_id=server.config.name,
-            sasl_mechanisms=mechanisms(secure),
+            sasl_mechanisms=mechanisms(secure, scram=not server.user_store.hashed_users),
             allow_no_sasl=not secure,
             max_frame_size=acceptor.max_frame_size,
         )

@@ -216,6 +216,14 @@ class Server:
             len(self.queues),
             sum(q.depth for q in self.queues.values()),
         )
+        hashed = self.user_store.hashed_users
+        if hashed and self.config.security_enabled:
+            self.log.info(
+                "SASL: PLAIN offered, SCRAM not: %d user(s) have a one-way hashed password (ENC: %s), "
+                "which only PLAIN can check; clients send it over TLS, or give those users plain passwords",
+                len(hashed),
+                ", ".join(sorted(hashed)[:5]) + (", ..." if len(hashed) > 5 else ""),
+            )
 
     def stop(self) -> None:
         try:

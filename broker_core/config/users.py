@@ -2,8 +2,8 @@
 
 The syntax is the basic java.util.Properties one: ``key = value`` or ``key: value`` (or a space),
 ``#`` and ``!`` comment lines, a trailing backslash continues a line, backslash escapes ``\\ ``,
-``\\=``, ``\\:``, ``\\t``, ``\\n`` and ``\\uXXXX``. Passwords written as ``ENC(...)`` are hashed or
-masked by Artemis tools; we cannot check them yet, so they are reported as errors.
+``\\=``, ``\\:``, ``\\t``, ``\\n`` and ``\\uXXXX``. Passwords written as ``ENC(...)`` are Artemis's
+masked forms (security/masked.py): a one-way hash, checked at each login, or a two-way mask, decoded here.
 
 An empty password (``bob =``, or a line ``alice`` with no separator, which java.util.Properties reads
 as ``alice`` with the empty string) is reported with a warning: such a user cannot log in here.
@@ -18,6 +18,7 @@ from pathlib import Path
 from broker_core.config.errors import ProblemLog
 from broker_core.config.model import User
 from broker_core.config.values import split_list
+from broker_core.security.masked import MaskError, decode, is_one_way, masked, verify
 
 USERS_FILE = "artemis-users.properties"
 ROLES_FILE = "artemis-roles.properties"
@@ -120,16 +121,32 @@ def load_users(path: Path, log: ProblemLog) -> tuple[User, ...]:
                 "empty password: an empty password cannot log in",
                 f"{prop.key} = <password>",
             )
-        if prop.value.startswith("ENC(") and prop.value.endswith(")"):
-            log.error(
-                prop.line,
-                prop.key,
-                "hashed/encoded passwords (ENC(...)) are not supported yet",
-                "a plain password",
-            )
-        else:
-            users[prop.key] = User(name=prop.key, password=prop.value)
+        password = _password(prop, log)
+        if password is not None:
+            users[prop.key] = User(name=prop.key, password=password)
     return tuple(users.values())
+
+
+def _password(prop: Property, log: ProblemLog) -> str | None:
+    """A user's password as the store keeps it: plain; a one-way hash as written, `ENC(...)` (checked
+    at each login); a two-way mask decoded (Artemis's codec reads both forms in this file)."""
+    inner = masked(prop.value)
+    if inner is None:
+        return prop.value
+    try:
+        if is_one_way(inner):
+            verify(inner, "")  # its form and numbers are checked now, not at the first login
+            return prop.value
+        return decode(inner)
+    except MaskError as exc:
+        log.error(
+            prop.line,
+            prop.key,
+            f"ENC(...) password not readable: {exc}",
+            "ENC(ITERATIONS:SALT:HASH) as `artemis user add` or `artemis mask --hash` writes, "
+            "ENC(<hex>) as `artemis mask` writes (default key), or a plain password",
+        )
+        return None
 
 
 def load_roles(path: Path, log: ProblemLog, known_users: set[str]) -> dict[str, frozenset[str]]:

@@ -17,6 +17,7 @@ import hmac
 import secrets
 from collections.abc import Callable, Mapping
 
+from broker_core.security.masked import masked, verify
 from broker_core.security.scram import (
     DEFAULT_ITERATIONS,
     ScramMechanism,
@@ -47,6 +48,8 @@ class UserStore:
         self._scram_cache: dict[tuple[str, ScramMechanism], StoredCredentials] = {}
         # Compared against when the user is unknown, so that case takes as long as a wrong password.
         self._decoy = _digest(secrets.token_hex(16))
+        # Users whose password is a one-way hash (ENC): SCRAM cannot check them, it needs the password
+        self.hashed_users = frozenset(u for u, p in self._passwords.items() if masked(p) is not None)
 
     def __repr__(self) -> str:
         return f"UserStore(users={sorted(self._passwords)!r})"
@@ -64,6 +67,10 @@ class UserStore:
 
     def check_plain(self, user: str, password: str) -> bool:
         stored = self._passwords.get(user) or None  # an empty password is none: nobody logs in with it
+        if stored is not None:
+            hashed = masked(stored)
+            if hashed is not None:  # a one-way hash (users.py decodes two-way masks): only verifiable
+                return verify(hashed, password)
         expected = _digest(stored) if stored is not None else self._decoy
         valid = hmac.compare_digest(_digest(password), expected)
         return valid and stored is not None
@@ -94,8 +101,8 @@ class UserStore:
         """SCRAM credentials derived from the plain password, with a random salt per store."""
         mech = ScramMechanism(mechanism)
         password = self._passwords.get(user)
-        if not password:
-            return None  # an unknown user, or an empty password: fails like a wrong password
+        if not password or masked(password) is not None:
+            return None  # an unknown user, an empty password, a hash: fails like a wrong password
         key = (user, mech)
         if key not in self._scram_cache:
             salt = secrets.token_bytes(_SALT_BYTES)

@@ -276,15 +276,18 @@ def test_explicit_users_and_roles_paths(tmp_path: Path) -> None:
     ]
 
 
-def test_hashed_passwords_are_reported(tmp_path: Path) -> None:
+def test_masked_passwords_load_and_an_unreadable_one_is_reported(tmp_path: Path) -> None:
     path = _write_security(tmp_path, "# users\nadmin = ENC(1024:ABCD:EF01)\n", "amq = admin\n")
+    cfg, warnings = load_config(path)  # Artemis's one-way form: checked at each login
+    assert [u.name for u in cfg.users] == ["admin"] and warnings == []
+    (tmp_path / "bad").mkdir()
+    path = _write_security(tmp_path / "bad", "# users\nadmin = ENC(not hex)\n", "amq = admin\n")
     with pytest.raises(ConfigError) as caught:
         load_config(path)
     errors = [str(p) for p in caught.value.problems if p.severity == "error"]
-    assert errors == [
-        "artemis-users.properties:2: admin: hashed/encoded passwords (ENC(...)) are not supported yet; "
-        "expected a plain password"
-    ]
+    assert len(errors) == 1 and errors[0].startswith(
+        "artemis-users.properties:2: admin: ENC(...) password not readable: not a two-way mask"
+    ), errors
 
 
 def test_an_empty_password_warns_at_its_line(tmp_path: Path) -> None:
