@@ -567,28 +567,17 @@ _TRANSPORT_INERT: dict[str, Rule] = {
         "useNio",
         "useEpoll",
         "useKQueue",
-        "useGlobalWorkerPool",
-        "useNioGlobalWorkerPool",
         "remotingThreads",
         "nioRemotingThreads",
         "batchDelay",
         "handshake-timeout",
-        "httpResponseTime",
-        "httpServerScanPeriod",
-        "httpClientIdleTime",
-        "httpClientIdleScanPeriod",
     )
 }
 _TRANSPORT_REFUSED: dict[str, Rule] = {
     "host": refused("the host is the URI's"),
     "port": refused("the port is the URI's"),
-    "useInvm": refused("there is no in-VM transport", "false"),
-    "httpEnabled": refused(_HTTP, "false"),
     "httpUpgradeEnabled": refused(_HTTP, "false"),
-    "httpUpgradeEndpoint": refused(_HTTP),
-    "httpRequiresSessionId": refused(_HTTP, "false"),
-    "useServlet": refused(_HTTP, "false"),
-    "servletPath": refused(_HTTP),
+    # the colocated-backup design's
     "activemqServerName": refused(_COLOCATED),
     "doNotOffset": refused(_COLOCATED),
 }
@@ -596,6 +585,15 @@ _CLIENT_TRANSPORT: dict[str, Rule] = {
     **_TRANSPORT_INERT,
     **_TRANSPORT_REFUSED,
     **_TLS_CLIENT,
+    "useGlobalWorkerPool": inert(_NETTY),
+    "useNioGlobalWorkerPool": inert(_NETTY),
+    "httpEnabled": refused(_HTTP, "false"),
+    "httpUpgradeEndpoint": refused(_HTTP),
+    "httpRequiresSessionId": refused(_HTTP, "false"),
+    "httpClientIdleTime": inert("only with httpEnabled"),
+    "httpClientIdleScanPeriod": inert("only with httpEnabled"),
+    "useServlet": refused(_HTTP, "false"),
+    "servletPath": refused(_HTTP),
     "connect-timeout-millis": inert("a connection attempt is bounded by the broker's own connect timeout"),
     "localAddress": refused("the outgoing address is the one the system picks"),
     "localPort": refused("the outgoing port is the one the system picks"),
@@ -621,6 +619,9 @@ _CONNECTION: dict[str, Rule] = {
 _ACCEPTOR: dict[str, Rule] = {
     **_TRANSPORT_INERT,
     **_TRANSPORT_REFUSED,
+    "useInvm": refused("there is no in-VM transport", "false"),
+    "httpResponseTime": inert("only with HTTP upgrade"),
+    "httpServerScanPeriod": inert("only with HTTP upgrade"),
     **{
         name: IMPLEMENTED
         for name in (
