@@ -51,8 +51,8 @@ def test_acceptor_parameters(write_config: WriteConfig) -> None:
         10,
     )
     assert notes == [
-        "broker.xml:4: core/acceptors/acceptor[@name=tls]: URI parameter tcpSendBufferSize has no effect here: "
-        "a Netty tuning (sockets are asyncio's)"
+        "broker.xml:4: core/acceptors/acceptor[@name=tls]: URI parameter tcpSendBufferSize has no effect "
+        "here: a Netty tuning (sockets are asyncio's)"
     ]
 
 
@@ -60,8 +60,8 @@ def test_an_unknown_acceptor_parameter_is_an_error_naming_the_closest(write_conf
     body = '<acceptors><acceptor name="a">tcp://h:1?amqpCredit=5;frobnicate=1</acceptor></acceptors>'
     assert _errors(write_config, body) == [
         "broker.xml:4: core/acceptors/acceptor[@name=a]: unknown URI parameter 'amqpCredit' "
-        "(did you mean amqpCredits or amqpLowCredits?); expected a parameter of an acceptor's URI (docs/configuration.md "
-        "lists them)",
+        "(did you mean amqpCredits or amqpLowCredits?); expected a parameter of an acceptor's URI "
+        "(docs/configuration.md lists them)",
         "broker.xml:4: core/acceptors/acceptor[@name=a]: unknown URI parameter 'frobnicate'; expected a "
         "parameter of an acceptor's URI (docs/configuration.md lists them)",
     ]

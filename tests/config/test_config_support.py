@@ -55,34 +55,43 @@ CONTRARY = {
 
 # Artemis 2.40's TransportConstants.ALLOWABLE_ACCEPTOR_KEYS and ALLOWABLE_CONNECTOR_KEYS (read from the
 # artemis-core-client jar), and the setters of its protocol managers an acceptor's URI may set
-ARTEMIS_ACCEPTOR_KEYS = """sslEnabled sslAutoReload httpResponseTime httpServerScanPeriod httpUpgradeEnabled useNio
-useEpoll useKQueue useInvm protocol protocols scheme host port keyStoreProvider keyStoreType keyStorePath
+ARTEMIS_ACCEPTOR_KEYS = """
+sslEnabled sslAutoReload httpResponseTime httpServerScanPeriod httpUpgradeEnabled useNio useEpoll
+useKQueue useInvm protocol protocols scheme host port keyStoreProvider keyStoreType keyStorePath
 keyStorePassword keyStoreAlias trustStoreProvider trustStoreType trustStorePath trustStorePassword
-enabledCipherSuites enabledProtocols needClientAuth wantClientAuth verifyHost sniHost tcpNoDelay tcpSendBufferSize
-tcpReceiveBufferSize writeBufferHighWaterMark writeBufferLowWaterMark nioRemotingThreads remotingThreads
-batchDelay directDeliver clusterConnection stompConsumerCredits stompConsumerWindowSize
-stomp-min-large-message-size stompMinLargeMessageSize connectionTtl connectionTtlMax connectionTtlMin
-heartBeatToConnectionTtlModifier stomp-enable-message-id stompEnableMessageId connectionsAllowed
-stompMaxFramePayloadLength webSocketMaxFramePayloadLength backlog crlPath handshake-timeout sslProvider
-trustManagerFactoryPlugin shutdownTimeout quietPeriod disableStompServerHeader autoStart router""".split()
-ARTEMIS_PROTOCOL_MANAGER_KEYS = """amqpCredits amqpLowCredits amqpMinLargeMessageSize amqpDuplicateDetection
-amqpIdleTimeout directDeliver maxFrameSize saslMechanisms saslLoginConfigScope anycastPrefix multicastPrefix
-initialRemoteMaxFrameSize amqpUseModifiedForTransientDeliveryErrors amqpTreatRejectAsUnmodifiedDeliveryFailed
-ackManagerFlushTimeout mirrorMaxPendingAcks pubSubPrefix securityDomain supportAdvisory
-suppressInternalManagementObjects actorThresholdBytes maxInactivityDuration maxInactivityDurationInitalDelay
-openWireDestinationCacheSize openwireMaxPacketChunkSize openwireUseDuplicateDetectionOnFailover
-rebalanceClusterClients updateClusterClients updateClusterClientsOnRemove useKeepAlive
-virtualTopicConsumerLruCacheMax virtualTopicConsumerWildcards allowLinkStealing
-closeMqttConnectionOnPublishAuthorizationFailure defaultMqttSessionExpiryInterval maximumPacketSize
-receiveMaximum serverKeepAlive topicAliasMaximum""".split()
-ARTEMIS_CONNECTOR_KEYS = """activemqServerName sslEnabled httpEnabled httpClientIdleTime httpClientIdleScanPeriod
-httpRequiresSessionId httpUpgradeEnabled httpUpgradeEndpoint useServlet servletPath useNio useNioGlobalWorkerPool
-useEpoll useKQueue useGlobalWorkerPool host port localAddress localPort keyStoreProvider keyStoreType keyStorePath
-keyStorePassword keyStoreAlias trustStoreProvider trustStoreType trustStorePath trustStorePassword
-enabledCipherSuites enabledProtocols verifyHost trustAll forceSSLParameters sniHost tcpNoDelay tcpSendBufferSize
-tcpReceiveBufferSize writeBufferHighWaterMark writeBufferLowWaterMark nioRemotingThreads remotingThreads batchDelay
-socksEnabled socksHost socksPort socksVersion socksUsername socksPassword socksRemoteDNS connect-timeout-millis
-useDefaultSslContext sslProvider trustManagerFactoryPlugin handshake-timeout crlPath""".split()
+enabledCipherSuites enabledProtocols needClientAuth wantClientAuth verifyHost sniHost tcpNoDelay
+tcpSendBufferSize tcpReceiveBufferSize writeBufferHighWaterMark writeBufferLowWaterMark
+nioRemotingThreads remotingThreads batchDelay directDeliver clusterConnection stompConsumerCredits
+stompConsumerWindowSize stomp-min-large-message-size stompMinLargeMessageSize connectionTtl
+connectionTtlMax connectionTtlMin heartBeatToConnectionTtlModifier stomp-enable-message-id
+stompEnableMessageId connectionsAllowed stompMaxFramePayloadLength webSocketMaxFramePayloadLength
+backlog crlPath handshake-timeout sslProvider trustManagerFactoryPlugin shutdownTimeout quietPeriod
+disableStompServerHeader autoStart router
+""".split()  # noqa: SIM905
+ARTEMIS_PROTOCOL_MANAGER_KEYS = """
+amqpCredits amqpLowCredits amqpMinLargeMessageSize amqpDuplicateDetection amqpIdleTimeout
+directDeliver maxFrameSize saslMechanisms saslLoginConfigScope anycastPrefix multicastPrefix
+initialRemoteMaxFrameSize amqpUseModifiedForTransientDeliveryErrors
+amqpTreatRejectAsUnmodifiedDeliveryFailed ackManagerFlushTimeout mirrorMaxPendingAcks pubSubPrefix
+securityDomain supportAdvisory suppressInternalManagementObjects actorThresholdBytes
+maxInactivityDuration maxInactivityDurationInitalDelay openWireDestinationCacheSize
+openwireMaxPacketChunkSize openwireUseDuplicateDetectionOnFailover rebalanceClusterClients
+updateClusterClients updateClusterClientsOnRemove useKeepAlive virtualTopicConsumerLruCacheMax
+virtualTopicConsumerWildcards allowLinkStealing closeMqttConnectionOnPublishAuthorizationFailure
+defaultMqttSessionExpiryInterval maximumPacketSize receiveMaximum serverKeepAlive topicAliasMaximum
+""".split()  # noqa: SIM905
+ARTEMIS_CONNECTOR_KEYS = """
+activemqServerName sslEnabled httpEnabled httpClientIdleTime httpClientIdleScanPeriod
+httpRequiresSessionId httpUpgradeEnabled httpUpgradeEndpoint useServlet servletPath useNio
+useNioGlobalWorkerPool useEpoll useKQueue useGlobalWorkerPool host port localAddress localPort
+keyStoreProvider keyStoreType keyStorePath keyStorePassword keyStoreAlias trustStoreProvider
+trustStoreType trustStorePath trustStorePassword enabledCipherSuites enabledProtocols verifyHost
+trustAll forceSSLParameters sniHost tcpNoDelay tcpSendBufferSize tcpReceiveBufferSize
+writeBufferHighWaterMark writeBufferLowWaterMark nioRemotingThreads remotingThreads batchDelay
+socksEnabled socksHost socksPort socksVersion socksUsername socksPassword socksRemoteDNS
+connect-timeout-millis useDefaultSslContext sslProvider trustManagerFactoryPlugin handshake-timeout
+crlPath
+""".split()  # noqa: SIM905
 # ours, and the two of the colocated-backup design (an HTTP header and a port-offset exemption)
 OUR_PARAMETERS = {
     "sslCertPath",
@@ -99,7 +108,7 @@ ARTEMIS_PARAMETERS = {
         *ARTEMIS_PROTOCOL_MANAGER_KEYS,
         "webSocketEncoderType",
         "webSocketCompressionSupported",
-    },  # fmt: skip
+    },
     # a client URL's reconnectAttempts and retryInterval: written as attributes of a broker connection
     UriKind.CONNECTION: set(ARTEMIS_CONNECTOR_KEYS) | {"reconnectAttempts", "retryInterval"},
     UriKind.CONNECTOR: set(ARTEMIS_CONNECTOR_KEYS),
@@ -241,7 +250,8 @@ def test_an_element_that_has_no_effect_here_is_refused_under_strict(write_config
     ("name", "value", "expected"), _cases(ADDRESS_SETTING, lambda n: _field_sample(AddressSettings, n), set())
 )
 def test_an_address_setting(write_config: WriteConfig, name: str, value: str, expected: Support) -> None:
-    body = f'<address-settings><address-setting match="#"><{name}>{value}</{name}></address-setting></address-settings>'
+    setting = f"<{name}>{value}</{name}>"
+    body = f'<address-settings><address-setting match="#">{setting}</address-setting></address-settings>'
     _check(_outcome(write_config, body), expected, 4, f"address-setting[@match=#]/{name}")
 
 
@@ -353,7 +363,9 @@ _PARAMETER_SAMPLES = {
 }
 _URI_BODIES = {
     UriKind.ACCEPTOR: '<acceptors><acceptor name="a">tcp://h:1?{}</acceptor></acceptors>',
-    UriKind.CONNECTION: '<broker-connections><amqp-connection uri="tcp://h:1?{}" name="c"/></broker-connections>',
+    UriKind.CONNECTION: (
+        '<broker-connections><amqp-connection uri="tcp://h:1?{}" name="c"/></broker-connections>'
+    ),
     UriKind.CONNECTOR: '<connectors><connector name="c">tcp://h:1?{}</connector></connectors>',
 }
 
