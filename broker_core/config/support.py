@@ -666,7 +666,7 @@ _ACCEPTOR: dict[str, Rule] = {
     "router": refused("clients are not routed to other brokers"),
     "clusterConnection": refused("clients learn the HA partner of the pair, whatever cluster connection"),
     "securityDomain": refused("every acceptor authenticates against the users file"),
-    "saslMechanisms": refused("the SASL mechanisms offered are PLAIN, SCRAM and ANONYMOUS as configured"),
+    "saslMechanisms": refused("the mechanisms offered are SCRAM and PLAIN (and ANONYMOUS without security)"),
     "saslLoginConfigScope": refused("every acceptor authenticates against the users file"),
     "amqpTreatRejectAsUnmodifiedDeliveryFailed": refused("a rejected delivery is dead-lettered", "false"),
     "amqpUseModifiedForTransientDeliveryErrors": refused("a refused send is rejected", "false"),

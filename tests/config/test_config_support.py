@@ -10,6 +10,7 @@ and connectors (the key sets of its TransportConstants), with no name Artemis do
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from enum import Enum
 from pathlib import Path
@@ -393,3 +394,12 @@ def test_a_java_key_store_is_refused_whatever_names_it(
     problems = _outcome(write_config, _URI_BODIES[kind].format(f"{name}=/etc/trust.JKS"))
     _check(problems, Support.REFUSED, 4, "", f"URI parameter {name}")
     assert "Java key stores" in problems[0].message
+
+
+def test_the_documented_table_is_the_table() -> None:
+    """docs/configuration.md shows the table as it is (scripts/support_table.py writes it there)."""
+    spec = importlib.util.spec_from_file_location("support_table", REPO / "scripts" / "support_table.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.documented(script.DOC.read_text()) == script.render(), "run scripts/support_table.py"
