@@ -27,19 +27,13 @@ from broker_core.config.model import (
 )
 from broker_core.config.parameters import check_client_tls, judge_parameters
 from broker_core.config.schema import did_you_mean
-from broker_core.config.support import (
-    CLUSTER_CONNECTION,
-    ELEMENTS,
-    QUORUM_VOTING,
-    UriKind,
-)
+from broker_core.config.support import CLUSTER_CONNECTION, HA_PARAMETERS, QUORUM_VOTING, UriKind
 from broker_core.config.uri import parse_acceptor_uri
 from broker_core.config.values import parse_bool, parse_int
 from broker_core.config.xmlread import Element, Reader, local_name
 
 _DEPRECATED = {"live-only": "primary-only", "master": "primary", "slave": "backup"}
 _DEPRECATED_PARAMETERS = {"check-for-live-server": "check-for-active-server"}
-_PARAMETERS = ELEMENTS["primary"]  # the same table for every role
 
 _REPLICATION_COMMON = {
     "group-name",
@@ -167,7 +161,7 @@ def _parameters(reader: Reader, element: Element, kind: HaKind, role: HaRole | N
             text = reader.text(child)
             value = reader.convert(child, text, _CONVERTERS[name])
             if value is not None:
-                reader.judge(child, _PARAMETERS[name], text)
+                reader.judge(child, HA_PARAMETERS[name], text)
                 if name in _FIELDS:
                     values[name.replace("-", "_")] = value
         else:

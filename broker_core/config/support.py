@@ -10,9 +10,10 @@ Every element, attribute, URI parameter and property a broker.xml may hold is on
   until it is implemented. Some are refused only for some values: `harmless` lists the values that ask
   for what this broker does anyway (``<redelivery-delay>0</redelivery-delay>``), read silently.
 
-A name in no table is not Artemis's: an element or attribute is judged against Artemis's schema
-(`schema.py`, "did you mean"), a URI parameter or property against the names of its table here. When a
-feature lands, its rows here turn `IMPLEMENTED` and its parser reads it; nothing else decides.
+A name Artemis does not have is an error with "did you mean": an element or attribute is judged against
+Artemis's schema (`schema.py`), a URI parameter or property against the names of its table here. One of
+the schema's that no table lists is refused. When a feature lands, its rows here turn `IMPLEMENTED` and
+its parser reads it; nothing else decides.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class Rule:
     support: Support
     why: str = ""  # inert: what happens here instead; refused: what would differ from the file
     harmless: tuple[str, ...] = ()  # refused: the values (as written) that ask for what we do anyway
+    instead: str = ""  # refused: what to write instead, when there is something
 
     def acts_on(self, value: str | None) -> bool:
         """Whether a refused name is harmless with this value: it asks for what this broker does."""
@@ -45,8 +47,8 @@ def inert(why: str) -> Rule:
     return Rule(Support.INERT, why)
 
 
-def refused(why: str, *harmless: str) -> Rule:
-    return Rule(Support.REFUSED, why, harmless)
+def refused(why: str, *harmless: str, instead: str = "") -> Rule:
+    return Rule(Support.REFUSED, why, harmless, instead)
 
 
 def judged(rule: Rule, value: str | None) -> Support:
@@ -71,7 +73,7 @@ _THREADS = "one event loop, no thread pools"
 _MIRROR_ACKS = "this broker's mirror target retries an acknowledgement its own way (docs/mirror.md)"
 _NO_MQTT = "MQTT is not served"
 _NETTY = "a Netty tuning (sockets are asyncio's)"
-_NO_DISCOVERY = "broker discovery (broadcast and discovery groups) is not implemented yet"
+_NO_DISCOVERY = "broker discovery (broadcast and discovery groups)"
 
 
 # ------------------------------------------------------------------------------- <core>
@@ -204,8 +206,7 @@ CORE: dict[str, Rule] = {
     "graceful-shutdown-enabled": refused("a stop does not wait for clients to leave", "false"),
     "graceful-shutdown-timeout": inert("only with <graceful-shutdown-enabled>, not implemented yet"),
     "wild-card-routing-enabled": refused(
-        "wildcard routing (a consumer of news.# receiving what is sent to news.eu) is not implemented: "
-        "addresses are literal here",
+        "wildcard routing (a consumer of news.# getting what is sent to news.eu): addresses are literal here",
         "false",
     ),
     "wildcard-addresses": refused("the wildcard syntax is Artemis's default here ('.', '*', '#')"),
@@ -222,7 +223,7 @@ CORE: dict[str, Rule] = {
     "view-permission-method-match-pattern": refused("management is checked with the manage permission"),
     "bridges": refused("core bridges do not forward messages here (a broker connection's <sender> does)"),
     "diverts": refused("messages are not diverted"),
-    "federations": refused("core federation is not implemented"),
+    "federations": refused("core federation"),
     "broadcast-groups": refused(_NO_DISCOVERY),
     "discovery-groups": refused(_NO_DISCOVERY),
     "grouping-handler": refused("message groups are not clustered"),
@@ -235,7 +236,7 @@ CORE: dict[str, Rule] = {
     "resource-limit-settings": refused("per-user limits on connections and queues are not enforced"),
     "queues": refused("the older form of queues: write them inside <addresses>"),
     **{
-        name: refused("the network isolation check is not implemented: an isolated broker keeps serving")
+        name: refused("the network isolation check (an isolated broker would keep serving)")
         for name in (
             "network-check-NIC",
             "network-check-period",
@@ -372,7 +373,7 @@ QUEUE: dict[str, Rule] = {
 
 # ------------------------------------------------------------------------------- <ha-policy>
 
-_HA_PARAMETERS: dict[str, Rule] = {
+HA_PARAMETERS: dict[str, Rule] = {
     **{
         name: IMPLEMENTED
         for name in (
@@ -419,7 +420,10 @@ HA_ROLE: dict[str, Rule] = {
     "colocated": refused("colocated backups (one process hosting another server's backup)"),
 }
 # replication without a <manager> decides by quorum voting
-QUORUM_VOTING = refused("replication without a <manager> decides by quorum voting")
+QUORUM_VOTING = refused(
+    "replication without a <manager> decides by quorum voting",
+    instead="a <manager> (ZooKeeper, or the file lock manager on one host)",
+)
 
 
 # ------------------------------------------------------------------------------- <cluster-connection>
@@ -455,6 +459,15 @@ CLUSTER_CONNECTION: dict[str, Rule] = {
             "scale-down-connector",
         )
     },
+}
+CLUSTER_CONNECTIONS = {
+    "cluster-connection": IMPLEMENTED,
+    "cluster-connection-uri": refused("a cluster connection is written with its elements here"),
+}
+SECURITY_SETTINGS = {
+    "security-setting": IMPLEMENTED,
+    "role-mapping": refused("a user's roles are those of the roles file, as written"),
+    "security-setting-plugin": refused("security settings come from broker.xml"),
 }
 STATIC_CONNECTORS = {
     "connector-ref": IMPLEMENTED,
@@ -771,10 +784,10 @@ ELEMENTS: dict[str, dict[str, Rule]] = {
     "ha-policy": HA_POLICY,
     "shared-store": HA_ROLE,
     "replication": HA_ROLE,
-    **{
-        role: _HA_PARAMETERS for role in ("primary", "backup", "master", "slave", "primary-only", "live-only")
-    },
+    **{role: HA_PARAMETERS for role in ("primary", "backup", "master", "slave", "primary-only", "live-only")},
+    "cluster-connections": CLUSTER_CONNECTIONS,
     "cluster-connection": CLUSTER_CONNECTION,
+    "security-settings": SECURITY_SETTINGS,
     "static-connectors": STATIC_CONNECTORS,
     "amqp-connection": AMQP_CONNECTION,
     "metrics": METRICS,

@@ -90,6 +90,7 @@ class Reader:
             self.error(element, *schema.misplaced_element(parent, name))
         else:
             self.judge(element, rule_for(parent, name), self._value(element))
+            self._check_attribute_names(element)
             self._check_names(element)
 
     def judge(
@@ -111,10 +112,11 @@ class Reader:
         elif support == Support.REFUSED:
             subject = f"{name} is not" if name else "not"
             harmless = " or ".join(rule.harmless)
+            expected = rule.instead or "it left out, until it is implemented"
             self.error(
                 element,
                 f"{subject} implemented yet: {rule.why}; refused",
-                f"{harmless}, or left out" if harmless else "it left out, until it is implemented",
+                f"{harmless}, or left out" if harmless else expected,
                 attr,
             )
         return support
@@ -137,11 +139,15 @@ class Reader:
             if not schema.allows(parent, name):
                 self.error(child, *schema.misplaced_element(parent, name))
                 continue
-            for attribute in child.attrib:
-                qname = etree.QName(attribute)
-                if qname.namespace is None and not schema.knows_attribute(name, qname.localname):
-                    self.error(child, *schema.unknown_attribute(name, qname.localname), qname.localname)
+            self._check_attribute_names(child)
             self._check_names(child)
+
+    def _check_attribute_names(self, element: Element) -> None:
+        schema, name = artemis(), local_name(element)
+        for attribute in element.attrib:
+            qname = etree.QName(attribute)
+            if qname.namespace is None and not schema.knows_attribute(name, qname.localname):
+                self.error(element, *schema.unknown_attribute(name, qname.localname), qname.localname)
 
     def check_attributes(self, element: Element, allowed: set[str] | frozenset[str]) -> None:
         """Attributes other than `allowed`: unknown to Artemis's schema, an error; known, judged by the

@@ -69,7 +69,8 @@ def test_colocated_is_refused_and_replication_needs_a_lock_manager(write_config:
     found = errors(write_config, "<ha-policy><replication><primary/></replication></ha-policy>")
     assert found == [
         "broker.xml:4: core/ha-policy/replication/primary: not implemented yet: replication without a "
-        "<manager> decides by quorum voting; refused; expected it left out, until it is implemented"
+        "<manager> decides by quorum voting; refused; expected a <manager> (ZooKeeper, or the file lock "
+        "manager on one host)"
     ]
     body = (
         "<ha-policy><replication><primary><manager><properties>"
