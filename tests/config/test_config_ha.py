@@ -157,7 +157,7 @@ def test_a_cluster_connection_naming_no_connector_is_an_error_and_clustering_is_
     assert "expected OFF, or left out" in problems[0]
     assert "connector-ref" in problems[1] and "no <connector> named 'dc1-c'" in problems[1]
     assert "dc1-b, dc2, self" in problems[1]
-    fixed = body.replace("dc1-c", "dc1-b").replace("ON_DEMAND", "OFF") + "<!-- -->"
+    fixed = body.replace("dc1-c", "dc1-b").replace("ON_DEMAND", "OFF")
     fixed = fixed.replace(
         "</cluster-connection>", "<max-retry-interval>100</max-retry-interval></cluster-connection>"
     )
