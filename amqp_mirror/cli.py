@@ -10,7 +10,8 @@ from importlib import metadata
 from pathlib import Path
 
 from broker_core.config import ConfigError, load_config
-from broker_core.config.check import check_config_main
+from broker_core.config.check import check_config_main, format_problem, print_problems
+from broker_core.config.errors import count
 
 DESCRIPTION = """\
 An AMQP 1.0 message broker configured with Apache ActiveMQ Artemis's broker.xml, with Artemis's broker
@@ -82,13 +83,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     _setup_logging(args.log_level, args.log_format)
     log = logging.getLogger("amqp-mirror")
     try:
-        cfg, warnings = load_config(args.config, strict=args.strict)
-    except ConfigError as exc:
-        for p in exc.problems:
-            print(str(p), file=sys.stderr)
+        cfg, problems = load_config(args.config, strict=args.strict)
+    except ConfigError as exc:  # as check-config prints it, and what did not happen last
+        print_problems(exc.problems, sys.stderr)
+        errors = [p for p in exc.problems if p.severity == "error"]
+        print(f"not started: {count(errors)}", file=sys.stderr)
         return USAGE_ERROR
-    for w in warnings:
-        log.warning("%s", w)
+    for problem in problems:
+        log.log(
+            logging.INFO if problem.severity == "note" else logging.WARNING, "%s", format_problem(problem)
+        )
     if args.data_dir:
         base = Path(args.data_dir).resolve()
         cfg = cfg.model_copy(
@@ -220,7 +224,11 @@ def parser() -> argparse.ArgumentParser:
 
     p = command("run", "run a broker from an Artemis broker.xml (until SIGTERM or SIGINT)")
     p.add_argument("--config", required=True, metavar="FILE", help="the broker.xml to run")
-    p.add_argument("--strict", action="store_true", help="refuse elements this broker does not implement yet")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse a file with any warning or note too (what has no effect here, a deprecated name, ...)",
+    )
     p.add_argument(
         "--data-dir",
         metavar="DIR",
@@ -236,9 +244,16 @@ def parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_run)
 
-    p = command("check-config", "validate a broker.xml: every problem as file:line, exit 2 on errors")
+    p = command(
+        "check-config",
+        "validate a broker.xml: every error, warning and note as file:line, exit 2 on errors",
+    )
     p.add_argument("file", help="the broker.xml to check")
-    p.add_argument("--strict", action="store_true", help="count elements not implemented yet as errors")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="count warnings and notes as errors (what has no effect here, a deprecated name, ...)",
+    )
     p.set_defaults(func=_cmd_check)
 
     p = command("demo", "two data centres mirroring each other on this machine, with traffic and a summary")

@@ -72,13 +72,13 @@ class LinkKind(StrEnum):
 
 
 class TlsSettings(Frozen):
+    """An acceptor's TLS: PEM files (a Java key store is refused); keyStorePath is the certificate chain,
+    keyStorePassword the key's password, trustStorePath the CAs client certificates are checked against."""
+
     enabled: bool = False
     key_store_path: str | None = None
     key_store_password: str | None = None
-    key_store_type: str | None = None
     trust_store_path: str | None = None
-    trust_store_password: str | None = None
-    trust_store_type: str | None = None
     need_client_auth: bool = False
     # Our extension for Python's ssl module, which reads PEM files rather than Java key stores.
     cert_path: str | None = None
@@ -96,20 +96,13 @@ class Acceptor(Frozen):
     amqp_credits: int = 1000
     amqp_low_credits: int = 300
     amqp_idle_timeout: int = 60000  # ms; Artemis derives it from the 60 s connection TTL
-    amqp_min_large_message_size: int = 102400
     amqp_duplicate_detection: bool = True
     max_frame_size: int = 131072  # our AMQP default; Artemis's is larger
-    tcp_send_buffer_size: int | None = None
-    tcp_receive_buffer_size: int | None = None
-    use_epoll: bool = True
-    support_advisory: bool = True
-    suppress_internal_management_objects: bool = False
     anycast_prefix: str | None = None
     multicast_prefix: str | None = None
     connections_allowed: int = -1  # -1: unlimited
     # ours, beyond Artemis: the (remote, origin) broker ids a mirror link may forward ("*": any)
     mirror_trusted_origins: tuple[tuple[str, str], ...] = ()
-    other_params: dict[str, str] = {}  # unknown URI parameters, kept (each also produced a warning)
 
 
 class Endpoint(Frozen):
@@ -127,7 +120,6 @@ class QueueConfig(Frozen):
     routing_type: RoutingType
     durable: bool = True
     filter: str | None = None
-    user: str | None = None
     max_consumers: int = -1
     purge_on_no_consumers: bool = False
     exclusive: bool = False
@@ -298,12 +290,39 @@ class AmqpConnection(Frozen):
     auto_start: bool = True
     mirrors: tuple[MirrorSettings, ...] = ()
     links: tuple[LinkSettings, ...] = ()
-    properties: dict[str, str] = {}
 
 
 # ---------------------------------------------------------------- high availability
 
 ZOOKEEPER_LOCK_MANAGER = "org.apache.activemq.artemis.lockmanager.zookeeper.CuratorDistributedLockManager"
+# the lock managers this broker has, by Artemis's class names (current and older), with the properties each
+# reads (the first one required)
+ZOOKEEPER_LOCK_MANAGERS = frozenset(
+    {
+        ZOOKEEPER_LOCK_MANAGER,
+        "org.apache.activemq.artemis.quorum.zookeeper.CuratorDistributedPrimitiveManager",
+    }
+)
+FILE_LOCK_MANAGERS = frozenset(
+    {
+        "org.apache.activemq.artemis.lockmanager.file.FileBasedLockManager",
+        "org.apache.activemq.artemis.quorum.file.FileBasedPrimitiveManager",
+    }
+)
+ZOOKEEPER_PROPERTIES = (
+    "connect-string",
+    "session-ms",
+    "session-percent",
+    "connection-ms",
+    "retries",
+    "retries-ms",
+    "namespace",
+)
+FILE_PROPERTIES = ("locks-folder",)
+LOCK_MANAGERS: dict[str, tuple[str, ...]] = {
+    **{name: ZOOKEEPER_PROPERTIES for name in ZOOKEEPER_LOCK_MANAGERS},
+    **{name: FILE_PROPERTIES for name in FILE_LOCK_MANAGERS},
+}
 
 
 class HaKind(StrEnum):

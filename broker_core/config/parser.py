@@ -31,6 +31,7 @@ from broker_core.config.ha import (
 from broker_core.config.metrics import parse_metrics
 from broker_core.config.model import BrokerConfig
 from broker_core.config.settings import parse_address_settings, parse_security_settings
+from broker_core.config.support import CORE
 from broker_core.config.users import ROLES_FILE, USERS_FILE, load_roles, load_users
 from broker_core.config.xmlread import Element, Reader, converter_for, line_of, local_name
 
@@ -59,6 +60,7 @@ _MINIMUMS = {
     "id_cache_size": 0,
     "max_disk_usage": -1,
     "disk_scan_period": 1,
+    "connection_ttl_override": -1,
 }
 _DIRECTORIES = {
     "journal_directory": "data/journal",
@@ -93,7 +95,7 @@ def load_config(
     if values is not None:
         _resolve_directories(values, base)
         problems += _load_security_files(config_path, values, users_file, roles_file)
-    if strict:
+    if strict:  # what has no effect here, or runs otherwise than Artemis would, is refused too
         problems = [_as_error(problem) for problem in problems]
     if values is None or any(problem.severity == "error" for problem in problems):
         raise ConfigError(problems)
@@ -105,7 +107,9 @@ def load_config(
 
 
 def _as_error(problem: ConfigProblem) -> ConfigProblem:
-    message = problem.message.replace("; ignored", "; refused (--strict)")
+    if problem.severity == "error":
+        return problem
+    message = problem.message.removesuffix("; ignored") + "; refused (--strict)"
     return ConfigProblem(
         problem.file, problem.line, problem.element_path, problem.attribute, message, problem.expected
     )
@@ -164,6 +168,7 @@ def _parse_core(reader: Reader, core: Element) -> dict[str, Any]:
         seen[name] = line_of(element)
         _parse_core_element(reader, element, name, values)
     check_connector_refs(reader, core, values.get("connectors", ()))
+    _override_connection_ttl(values)
     return values
 
 
@@ -171,6 +176,10 @@ def _parse_core_element(reader: Reader, element: Element, name: str, values: dic
     if name in _SECTIONS:
         field, parse = _SECTIONS[name]
         values[field] = parse(reader, element)
+        return
+    if name == "store":  # <file-store/> is what runs here; a <database-store> is refused
+        reader.check_attributes(element, set())
+        reader.check_no_children(element)
         return
     field = name.replace("-", "_")
     if field in _NOT_SCALARS or field not in BrokerConfig.model_fields:
@@ -180,11 +189,29 @@ def _parse_core_element(reader: Reader, element: Element, name: str, values: dic
     reader.check_no_children(element)
     annotation = BrokerConfig.model_fields[field].annotation
     convert = converter_for(annotation, size=field in _SIZES, minimum=_MINIMUMS.get(field))
-    value = reader.convert(element, reader.text(element), convert)
+    text = reader.text(element)
+    value = reader.convert(element, text, convert)
+    if value is not None:
+        reader.judge(element, CORE[name], text)
     if field == "max_disk_usage" and value is not None and value > 100:
         reader.error(element, f"max-disk-usage {value} is over 100", "a percentage 0-100, or -1 to disable")
     elif value is not None:
         values[field] = value
+
+
+def _override_connection_ttl(values: dict[str, Any]) -> None:
+    """Artemis's <connection-ttl-override> is the idle timeout of every AMQP connection, in and out, whose
+    acceptor does not set its own amqpIdleTimeout."""
+    ttl = values.get("connection_ttl_override", -1)
+    if ttl == -1:
+        return
+    values["acceptors"] = tuple(
+        a if "amqp_idle_timeout" in a.model_fields_set else a.model_copy(update={"amqp_idle_timeout": ttl})
+        for a in values.get("acceptors", ())
+    )
+    values["broker_connections"] = tuple(
+        c.model_copy(update={"idle_timeout": ttl}) for c in values.get("broker_connections", ())
+    )
 
 
 def _resolve_directories(values: dict[str, Any], base: Path) -> None:

@@ -29,17 +29,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from broker_core.config.model import FILE_LOCK_MANAGERS as FILE_CLASSES
+from broker_core.config.model import ZOOKEEPER_LOCK_MANAGERS as ZOOKEEPER_CLASSES
 from broker_core.config.model import LockManager as LockManagerConfig
 from broker_core.data_lock import OFD_FLOCK
-
-ZOOKEEPER_CLASSES = {
-    "org.apache.activemq.artemis.lockmanager.zookeeper.CuratorDistributedLockManager",
-    "org.apache.activemq.artemis.quorum.zookeeper.CuratorDistributedPrimitiveManager",
-}
-FILE_CLASSES = {
-    "org.apache.activemq.artemis.lockmanager.file.FileBasedLockManager",
-    "org.apache.activemq.artemis.quorum.file.FileBasedPrimitiveManager",
-}
 
 
 class LockManagerError(Exception):
