@@ -13,6 +13,7 @@ burst of transfers costs one disposition frame, not one each.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .amqp import errors
@@ -39,6 +40,7 @@ from .inbound_sasl import ServerSasl, mechanisms
 from .message import MessageView
 from .queues import MessageRef, StoredMessage
 from .services import Answer, OutgoingLink, ServiceLink
+from .usage import Usage
 
 if TYPE_CHECKING:
     from .config.model import Acceptor
@@ -377,11 +379,11 @@ class BrokerEndpoint:
         self.reject(session, delivery_id, False, error)
 
     def _replenish(self, link: Link, window: int, low: int, address: str | None) -> None:
-        """Top a producer's credit up, unless its address (BLOCK, full) or the disk has no room: then
-        once there is. What was already granted is taken (Artemis does the same)."""
-        addr = self.server.addresses.get(address) if address else None
+        """Top a producer's credit up, unless an address it sends to (BLOCK, full) or the disk has no
+        room: then once there is. What was already granted is taken (Artemis does the same)."""
         budget = self.server.budget
-        if (addr.usage.may_send() if addr is not None else not budget.no_room) or self.closed:
+        full = self._full_address(link, address)
+        if self.closed or (full is None and not budget.no_room):
             self.conn.flow(link, credit=window)
             self.mark_dirty()
             return
@@ -397,9 +399,28 @@ class BrokerEndpoint:
             if not self.closed and not link.closed_locally and link.credit <= low:
                 self._replenish(link, window, low, address)
 
-        if addr is not None:
-            addr.usage.wait(retry)
+        if full is not None:
+            full.wait(retry)
         budget.wait(retry)
+
+    def _full_address(self, link: Link, address: str | None) -> Usage | None:
+        """The usage of a BLOCK address this producer's next credit could reach that has no room. A
+        named link reaches its address; an anonymous-relay link every address it has sent to, whatever
+        address its last message had: one credit carries a message to any of them, so it waits while
+        any of them is full (Artemis holds an anonymous producer only by the global limit, and a full
+        BLOCK address then takes whatever it sends)."""
+        producer = link.context
+        addresses = self.server.addresses
+        names: Iterable[str] = ()
+        if isinstance(producer, Producer) and producer.address is None:
+            names = producer.checked
+        elif address:
+            names = (address,)
+        for name in names:
+            addr = addresses.get(name)
+            if addr is not None and addr.usage.policy == "BLOCK" and addr.usage.over(0):
+                return addr.usage
+        return None
 
     def _route_to_queue(self, address: str, queue: str, payload: bytes, view: MessageView) -> StoredMessage:
         """A fully qualified target's message, to its one queue; refused when that queue is gone (a
