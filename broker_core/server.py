@@ -117,12 +117,18 @@ class Server:
         )
         self.space_listeners: list[Callable[[bool], None]] = []  # the runtime retries writes meanwhile
         self.disk = DiskMonitor(
-            [Path(config.journal_directory), Path(config.paging_directory)],
+            [
+                Path(config.journal_directory),
+                Path(config.paging_directory),
+                Path(config.large_messages_directory),
+            ],
             config.max_disk_usage,
             config.min_disk_free,
             self.budget,
             self.log,
         )
+        self.disk.confirm = self.persistence.after_durable  # a scan that sees the journal's bytes too
+        self.paging.wrote = self.disk.meter(Path(config.paging_directory))
         self.duplicates = DuplicateIds(config.id_cache_size, config.persist_id_cache, self.persistence)
         self.paging.on_visible = lambda queue: queue.dispatch(self.outcomes.is_expired)
         self.persistence.on_space = self._space_changed
@@ -173,6 +179,7 @@ class Server:
             dispatch=dispatch,
             logger=self.log,
         )
+        journal.on_queued = self.disk.meter(data_dir)
         if self.config.persistence_enabled:
             with collector_paused():
                 state = journal.open()

@@ -8,21 +8,17 @@ global-max-size. The BLOCK address then holds at most its limit plus what one cr
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from proton import Message
-from proton.handlers import MessagingHandler
-from proton.reactor import Container
 
 from broker_core.usage import MESSAGE_OVERHEAD
 from connections.cli import Management
 from tests.peers.ports import wait_until
 from tests.support.broker import BrokerProcess
-from tests.support.client import receive
+from tests.support.client import BackgroundSender, receive
 
 LIMIT = 100 * 1024  # max-size-bytes of the BLOCK address
 GLOBAL = 1024 * 1024  # global-max-size, in the variant where the BLOCK address has no limit of its own
@@ -50,66 +46,6 @@ def settings(own_limit: int) -> str:
 </address-setting>"""
 
 
-class Alternating(MessagingHandler):  # type: ignore[misc]
-    """One anonymous-relay sender: message i goes to `blocked` if i is even, else to `free`; durable,
-    unsettled, as fast as credit allows. Runs on its own thread until every send has an outcome."""
-
-    def __init__(self, url: str, deadline: float) -> None:
-        super().__init__(auto_accept=False)
-        self.url = url
-        self.deadline = deadline
-        self.next = 0
-        self.tags: dict[Any, int] = {}
-        self.outcomes: dict[int, str] = {}
-        self.credit = -1
-        self.conn: Any = None
-
-    def on_start(self, event: Any) -> None:
-        self.conn = event.container.connect(self.url, allowed_mechs="ANONYMOUS")
-        event.container.create_sender(self.conn, None)  # no target address: the anonymous relay
-        event.container.schedule(self.deadline, self)
-
-    def on_timer_task(self, event: Any) -> None:
-        self.conn.close()
-
-    def on_link_flow(self, event: Any) -> None:
-        self.credit = event.link.credit
-
-    def on_sendable(self, event: Any) -> None:
-        sender = event.sender
-        while sender.credit and self.next < SENDS:
-            i = self.next
-            delivery = sender.send(Message(address=address(i), body=body(i), durable=True))
-            self.tags[delivery.tag] = i
-            self.next += 1
-        self.credit = sender.credit
-
-    def _outcome(self, event: Any, outcome: str) -> None:
-        self.outcomes[self.tags[event.delivery.tag]] = outcome
-        if len(self.outcomes) == SENDS:
-            self.conn.close()
-
-    def on_accepted(self, event: Any) -> None:
-        self._outcome(event, "accepted")
-
-    def on_rejected(self, event: Any) -> None:
-        self._outcome(event, "rejected")
-
-    def on_released(self, event: Any) -> None:
-        self._outcome(event, "released")
-
-    def on_connection_closed(self, event: Any) -> None:
-        event.container.stop()
-
-    def on_transport_error(self, event: Any) -> None:
-        event.container.stop()
-
-    @property
-    def stalled(self) -> bool:
-        """Everything sent has its outcome and the link has no credit left."""
-        return self.credit == 0 and len(self.outcomes) == self.next
-
-
 @pytest.mark.parametrize("limit", ["max-size-bytes", "global-max-size"])
 def test_an_anonymous_relay_link_alternating_addresses_is_held_by_a_full_block_address(
     tmp_path: Path, limit: str
@@ -126,9 +62,7 @@ def test_an_anonymous_relay_link_alternating_addresses_is_held_by_a_full_block_a
     ).start()
     cost = len(Message(address="blocked", body=body(0), durable=True).encode()) + MESSAGE_OVERHEAD
     bound = (LIMIT if own else GLOBAL) + WINDOW * cost  # the limit, plus what one window carries
-    producer = Alternating(broker.url, deadline=120)
-    thread = threading.Thread(target=Container(producer).run, daemon=True)
-    thread.start()
+    producer = BackgroundSender(broker.url, None, SENDS, body, to=address)
     sizes: list[int] = []
     with Management(broker.url) as management:
 
@@ -137,7 +71,7 @@ def test_an_anonymous_relay_link_alternating_addresses_is_held_by_a_full_block_a
             sizes.append(size)
             return size
 
-        wait_until(lambda: producer.stalled or not thread.is_alive(), 30, "the producer to stall")
+        wait_until(lambda: producer.stalled or producer.done, 30, "the producer to stall")
         assert len(producer.outcomes) < SENDS  # held: the link's credit ran out and was not topped up
         assert "AMQ222183" in broker.log()  # Blocking message production on address 'blocked'
         stalled_at = len(producer.outcomes)
@@ -148,11 +82,10 @@ def test_an_anonymous_relay_link_alternating_addresses_is_held_by_a_full_block_a
         # A consumer drains the BLOCK address: the link is given credit again each time there is room.
         got: list[str] = []
         deadline = time.monotonic() + 90
-        while thread.is_alive() and time.monotonic() < deadline:
+        while not producer.done and time.monotonic() < deadline:
             got += [m.body for m in receive(broker.url, "blocked", 200, timeout=0.5)]
             assert blocked_size() <= bound
-        thread.join(10)
-    assert not thread.is_alive(), f"the producer is still held after the drain: {len(producer.outcomes)} sent"
+    assert producer.done, f"the producer is still held after the drain: {len(producer.outcomes)} sent"
     assert set(producer.outcomes.values()) == {"accepted"} and len(producer.outcomes) == SENDS
     assert "AMQ221046" in broker.log()  # Unblocking message production on address 'blocked'
     got += [m.body for m in receive(broker.url, "blocked", SENDS, timeout=2)]
