@@ -40,7 +40,8 @@ from .inbound_sasl import ServerSasl, mechanisms
 from .message import MessageView
 from .queues import MessageRef, StoredMessage
 from .services import Answer, OutgoingLink, ServiceLink
-from .usage import Usage
+from .spool import Judge, SpooledDelivery
+from .usage import MESSAGE_OVERHEAD, Usage
 
 if TYPE_CHECKING:
     from .config.model import Acceptor
@@ -93,6 +94,7 @@ class BrokerEndpoint:
             max_frame_size=acceptor.max_frame_size,
             idle_timeout_ms=acceptor.amqp_idle_timeout,
             open_properties=open_properties(server),
+            partials=self._partial,
         )
         self.termini = Termini(server, acceptor, services)
         self.sasl = ServerSasl(server, name, acceptor.name)
@@ -248,15 +250,16 @@ class BrokerEndpoint:
     def _answer_producer(self, link: Link, attach: Attach, answer: Answer) -> None:
         reply = answer.reply
         if reply is None:
-            link.max_message_size = DEFAULT_MAX_MESSAGE_SIZE
             reply = Attach(
                 name=link.name,
                 snd_settle_mode=attach.snd_settle_mode,
                 rcv_settle_mode=0,
                 source=attach.source,
                 target=attach.target,
-                max_message_size=DEFAULT_MAX_MESSAGE_SIZE,
             )
+        if not reply.max_message_size:  # a service's link (a mirror's) is bounded too
+            reply.max_message_size = DEFAULT_MAX_MESSAGE_SIZE
+        link.max_message_size = reply.max_message_size
         self.conn.attach(link.session, reply, link)
         if answer.credit_window:
             self.conn.flow(link, credit=answer.credit_window)
@@ -422,6 +425,45 @@ class BrokerEndpoint:
                 return addr.usage
         return None
 
+    def _partial(
+        self, link: Link, delivery_id: int, tag: bytes, settled: bool, first: bytes, fmt: int
+    ) -> SpooledDelivery:
+        """A delivery of several frames, kept as they arrive (spooled past amqpMinLargeMessageSize). A
+        producer's is judged as it grows: refused (Rejected) once its address would refuse its size, or
+        while the disk is past its limits and it has to be written there. A service's link (a mirror's)
+        is refused only when its delivery cannot be spooled, by detaching it: its source sends it again."""
+        producer = link.context
+        judge: Judge | None = None
+
+        def refuse(partial: SpooledDelivery, error: BrokerError) -> None:
+            if isinstance(producer, Producer):
+                self.reject(link.session, partial.delivery_id, partial.settled, error)
+            elif not link.closed_locally and not self.closed:
+                log.warning("%s: link %r detached: %s", self.name, link.name, error.description)
+                self.conn.detach(link, closed=True, condition=error.condition, description=error.description)
+                self.mark_dirty()
+
+        if isinstance(producer, Producer):
+            judge = self._judge_partial(producer)
+        threshold = self.acceptor.amqp_min_large_message_size
+        return SpooledDelivery(
+            self.server.spool, threshold, judge, refuse, delivery_id, tag, settled, first, fmt
+        )
+
+    def _judge_partial(self, producer: Producer) -> Judge:
+        server = self.server
+        address = producer.address
+
+        def judge(size: int, on_disk: bool) -> BrokerError | None:
+            if on_disk and server.budget.no_room:
+                return ResourceLimitExceeded("the broker's disk is full: the delivery cannot be spooled")
+            addr = server.addresses.get(address) if address is not None else None
+            if addr is not None and addr.usage.refuses(size + MESSAGE_OVERHEAD):
+                return ResourceLimitExceeded(f"address {address} is full")
+            return None
+
+        return judge
+
     def _route_to_queue(self, address: str, queue: str, payload: bytes, view: MessageView) -> StoredMessage:
         """A fully qualified target's message, to its one queue; refused when that queue is gone (a
         message that reached no queue must not be reported as delivered)."""
@@ -578,6 +620,7 @@ class BrokerEndpoint:
         if self.closed:
             return
         self.closed = True
+        self.conn.discard_partials()
         for session in list(self.conn.sessions.values()):
             for link in list(session.local_links.values()):
                 self.consumer_gone(link, closed=False)

@@ -47,6 +47,7 @@ from .recovery import restore
 from .routing import Router
 from .security.authentication import UserStore
 from .security.authorization import Authorizer, Permission, SecuritySettings
+from .spool import Spool
 from .stats import BrokerStats
 from .topology import Topology
 from .usage import Budget
@@ -129,6 +130,8 @@ class Server:
         )
         self.disk.confirm = self.persistence.after_durable  # a scan that sees the journal's bytes too
         self.paging.wrote = self.disk.meter(Path(config.paging_directory))
+        large = Path(config.large_messages_directory)
+        self.spool = Spool(large, self.budget, self.disk.meter(large), self.log)  # deliveries arriving
         self.duplicates = DuplicateIds(config.id_cache_size, config.persist_id_cache, self.persistence)
         self.paging.on_visible = lambda queue: queue.dispatch(self.outcomes.is_expired)
         self.persistence.on_space = self._space_changed
@@ -171,6 +174,7 @@ class Server:
     def _start(self, dispatch: Callable[[Callback], None] | None) -> None:
         data_dir = Path(self.config.journal_directory)
         self.node_id = self.index.node_id = load_or_create_node_id(data_dir)
+        self.spool.clear_leftovers()
         self.persistence.closed = False
         journal = self.persistence.journal = Journal(
             data_dir,
