@@ -163,3 +163,23 @@ def test_a_broker_counts_what_its_journal_and_its_page_files_write(tmp_path: Pat
     assert server.budget.disk_full and len(confirms) == 1  # blocked by the estimate alone
     assert 8 <= sent <= 12, sent  # about 1,100 bytes each
     assert server.queues["orders"].depth == sent  # every message taken: the block is on credit
+
+
+def test_a_broker_counts_what_it_spools_of_a_large_delivery(tmp_path: Path) -> None:
+    """Wiring: a delivery past amqpMinLargeMessageSize is written to its spool file frame by frame, and
+    those bytes count too (no journal, no paging here)."""
+    net = Network(tmp_path)
+    net.broker("dc1", extra="<max-disk-usage>50</max-disk-usage>")
+    net.start_all()
+    server = net.server("dc1")
+    server.disk.space = lambda directory: DiskSpace(TOTAL, TOTAL - 40_000)
+    server.disk.device = lambda directory: 1
+    server.disk.confirm = lambda check: None
+    server.disk.check()  # 10,000 bytes of room
+    client = net.client("dc1")
+    small = client.send("orders", "x" * 9_000)
+    net.pump()
+    assert client.accepted(small) and not server.budget.disk_full  # one frame, never on disk
+    client.send("orders", "x" * 300_000)  # three frames: past 100 KiB, spooled
+    net.pump()
+    assert server.budget.disk_full
