@@ -119,12 +119,11 @@ def test_a_large_message_round_trips_byte_exact_and_survives_a_restart(tmp_path:
     bodies = [os.urandom(5 * 2**20), os.urandom(5 * 2**20)]
     assert send(broker.url, "big", bodies) == 2
     assert not spooled(broker)
-    [first] = receive(broker.url, "big", 1)
-    assert first.body == bodies[0]
+    # each body copied while its message lives: proton hands a binary body out as a view of its memory
+    assert [bytes(m.body) for m in receive(broker.url, "big", 1)] == [bodies[0]]
     assert broker.stop() == 0
     broker.start()
-    got = receive(broker.url, "big", 2, timeout=2)
-    assert [m.body for m in got] == [bodies[1]]
+    assert [bytes(m.body) for m in receive(broker.url, "big", 2, timeout=2)] == [bodies[1]]
     assert not spooled(broker)
     assert broker.stop() == 0
 
