@@ -13,6 +13,7 @@ burst of transfers costs one disposition frame, not one each.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .amqp import errors
@@ -39,6 +40,8 @@ from .inbound_sasl import ServerSasl, mechanisms
 from .message import MessageView
 from .queues import MessageRef, StoredMessage
 from .services import Answer, OutgoingLink, ServiceLink
+from .spool import Judge, SpooledDelivery
+from .usage import MESSAGE_OVERHEAD, Usage
 
 if TYPE_CHECKING:
     from .config.model import Acceptor
@@ -91,6 +94,7 @@ class BrokerEndpoint:
             max_frame_size=acceptor.max_frame_size,
             idle_timeout_ms=acceptor.amqp_idle_timeout,
             open_properties=open_properties(server),
+            partials=self._partial,
         )
         self.termini = Termini(server, acceptor, services)
         self.sasl = ServerSasl(server, name, acceptor.name)
@@ -246,15 +250,16 @@ class BrokerEndpoint:
     def _answer_producer(self, link: Link, attach: Attach, answer: Answer) -> None:
         reply = answer.reply
         if reply is None:
-            link.max_message_size = DEFAULT_MAX_MESSAGE_SIZE
             reply = Attach(
                 name=link.name,
                 snd_settle_mode=attach.snd_settle_mode,
                 rcv_settle_mode=0,
                 source=attach.source,
                 target=attach.target,
-                max_message_size=DEFAULT_MAX_MESSAGE_SIZE,
             )
+        if not reply.max_message_size:  # a service's link (a mirror's) is bounded too
+            reply.max_message_size = DEFAULT_MAX_MESSAGE_SIZE
+        link.max_message_size = reply.max_message_size
         self.conn.attach(link.session, reply, link)
         if answer.credit_window:
             self.conn.flow(link, credit=answer.credit_window)
@@ -377,11 +382,11 @@ class BrokerEndpoint:
         self.reject(session, delivery_id, False, error)
 
     def _replenish(self, link: Link, window: int, low: int, address: str | None) -> None:
-        """Top a producer's credit up, unless its address (BLOCK, full) or the disk has no room: then
-        once there is. What was already granted is taken (Artemis does the same)."""
-        addr = self.server.addresses.get(address) if address else None
+        """Top a producer's credit up, unless an address it sends to (BLOCK, full) or the disk has no
+        room: then once there is. What was already granted is taken (Artemis does the same)."""
         budget = self.server.budget
-        if (addr.usage.may_send() if addr is not None else not budget.no_room) or self.closed:
+        full = self._full_address(link, address)
+        if self.closed or (full is None and not budget.no_room):
             self.conn.flow(link, credit=window)
             self.mark_dirty()
             return
@@ -397,9 +402,67 @@ class BrokerEndpoint:
             if not self.closed and not link.closed_locally and link.credit <= low:
                 self._replenish(link, window, low, address)
 
-        if addr is not None:
-            addr.usage.wait(retry)
+        if full is not None:
+            full.wait(retry)
         budget.wait(retry)
+
+    def _full_address(self, link: Link, address: str | None) -> Usage | None:
+        """The usage of a BLOCK address this producer's next credit could reach that has no room. A
+        named link reaches its address; an anonymous-relay link every address it has sent to, whatever
+        address its last message had: one credit carries a message to any of them, so it waits while
+        any of them is full (Artemis holds an anonymous producer only by the global limit, and a full
+        BLOCK address then takes whatever it sends)."""
+        producer = link.context
+        addresses = self.server.addresses
+        names: Iterable[str] = ()
+        if isinstance(producer, Producer) and producer.address is None:
+            names = producer.checked
+        elif address:
+            names = (address,)
+        for name in names:
+            addr = addresses.get(name)
+            if addr is not None and addr.usage.policy == "BLOCK" and addr.usage.over(0):
+                return addr.usage
+        return None
+
+    def _partial(
+        self, link: Link, delivery_id: int, tag: bytes, settled: bool, first: bytes, fmt: int
+    ) -> SpooledDelivery:
+        """A delivery of several frames, kept as they arrive (spooled past amqpMinLargeMessageSize). A
+        producer's is judged as it grows: refused (Rejected) once its address would refuse its size, or
+        while the disk is past its limits and it has to be written there. A service's link (a mirror's)
+        is refused only when its delivery cannot be spooled, by detaching it: its source sends it again."""
+        producer = link.context
+        judge: Judge | None = None
+
+        def refuse(partial: SpooledDelivery, error: BrokerError) -> None:
+            if isinstance(producer, Producer):
+                self.reject(link.session, partial.delivery_id, partial.settled, error)
+            elif not link.closed_locally and not self.closed:
+                log.warning("%s: link %r detached: %s", self.name, link.name, error.description)
+                self.conn.detach(link, closed=True, condition=error.condition, description=error.description)
+                self.mark_dirty()
+
+        if isinstance(producer, Producer):
+            judge = self._judge_partial(producer)
+        threshold = self.acceptor.amqp_min_large_message_size
+        return SpooledDelivery(
+            self.server.spool, threshold, judge, refuse, delivery_id, tag, settled, first, fmt
+        )
+
+    def _judge_partial(self, producer: Producer) -> Judge:
+        server = self.server
+        address = producer.address
+
+        def judge(size: int, on_disk: bool) -> BrokerError | None:
+            if on_disk and server.budget.no_room:
+                return ResourceLimitExceeded("the broker's disk is full: the delivery cannot be spooled")
+            addr = server.addresses.get(address) if address is not None else None
+            if addr is not None and addr.usage.refuses(size + MESSAGE_OVERHEAD):
+                return ResourceLimitExceeded(f"address {address} is full")
+            return None
+
+        return judge
 
     def _route_to_queue(self, address: str, queue: str, payload: bytes, view: MessageView) -> StoredMessage:
         """A fully qualified target's message, to its one queue; refused when that queue is gone (a
@@ -557,6 +620,7 @@ class BrokerEndpoint:
         if self.closed:
             return
         self.closed = True
+        self.conn.discard_partials()
         for session in list(self.conn.sessions.values()):
             for link in list(session.local_links.values()):
                 self.consumer_gone(link, closed=False)

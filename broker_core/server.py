@@ -48,6 +48,7 @@ from .recovery import restore
 from .routing import Router
 from .security.authentication import UserStore
 from .security.authorization import Authorizer, Permission, SecuritySettings
+from .spool import Spool
 from .stats import BrokerStats
 from .topology import Topology
 from .usage import Budget
@@ -125,12 +126,20 @@ class Server:
         )
         self.space_listeners: list[Callable[[bool], None]] = []  # the runtime retries writes meanwhile
         self.disk = DiskMonitor(
-            [Path(config.journal_directory), Path(config.paging_directory)],
+            [
+                Path(config.journal_directory),
+                Path(config.paging_directory),
+                Path(config.large_messages_directory),
+            ],
             config.max_disk_usage,
             config.min_disk_free,
             self.budget,
             self.log,
         )
+        self.disk.confirm = self.persistence.after_durable  # a scan that sees the journal's bytes too
+        self.paging.wrote = self.disk.meter(Path(config.paging_directory))
+        large = Path(config.large_messages_directory)
+        self.spool = Spool(large, self.budget, self.disk.meter(large), self.log)  # deliveries arriving
         self.duplicates = DuplicateIds(config.id_cache_size, config.persist_id_cache, self.persistence)
         self.paging.on_visible = lambda queue: queue.dispatch(self.outcomes.is_expired)
         self.persistence.on_space = self._space_changed
@@ -174,6 +183,7 @@ class Server:
     def _start(self, dispatch: Callable[[Callback], None] | None) -> None:
         data_dir = Path(self.config.journal_directory)
         self.node_id = self.index.node_id = load_or_create_node_id(data_dir)
+        self.spool.clear_leftovers()
         self.persistence.closed = False
         journal = self.persistence.journal = Journal(
             data_dir,
@@ -182,6 +192,7 @@ class Server:
             dispatch=dispatch,
             logger=self.log,
         )
+        journal.on_queued = self.disk.meter(data_dir)
         if self.config.persistence_enabled:
             with collector_paused():
                 state = journal.open()

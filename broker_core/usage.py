@@ -59,6 +59,15 @@ class Budget:
         limit = self.max_messages
         return limit >= 0 and self.messages >= limit
 
+    def hold(self, n: int) -> None:
+        """Memory held outside every address (a delivery still arriving) counts against the limit too."""
+        self.bytes += n
+
+    def release(self, n: int) -> None:
+        self.bytes -= n
+        if self.waiters and not self.no_room and not self.over(0):
+            self.wake()
+
     @property
     def no_room(self) -> bool:
         """Whether the disk blocks every producer."""
@@ -133,6 +142,17 @@ class Usage:
         if limit >= 0 and self.messages >= limit:
             return True
         return self.budget.over(cost)
+
+    def refuses(self, cost: int) -> bool:
+        """Whether routing would refuse a message of `cost` bytes now (FAIL over a limit; BLOCK over its
+        reject threshold), as paging's `admit` decides: a delivery still arriving is refused as soon as
+        its size so far shows it will be."""
+        if self.store is not None or not self.over(cost):
+            return False
+        if self.policy == "FAIL":
+            return True
+        threshold = self.reject_threshold
+        return self.policy == "BLOCK" and threshold >= 0 and self.bytes + cost > threshold
 
     def add(self, cost: int) -> None:
         self.bytes += cost

@@ -45,6 +45,7 @@ _PARAMS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "amqpLowCredits": ("amqp_low_credits", lambda t: parse_int(t, minimum=0)),
     "amqpIdleTimeout": ("amqp_idle_timeout", lambda t: parse_int(t, minimum=0)),
     "amqpDuplicateDetection": ("amqp_duplicate_detection", parse_bool),
+    "amqpMinLargeMessageSize": ("amqp_min_large_message_size", lambda t: parse_int(t, minimum=-1)),
     "maxFrameSize": ("max_frame_size", lambda t: parse_int(t, minimum=512)),
     "anycastPrefix": ("anycast_prefix", _text),
     "multicastPrefix": ("multicast_prefix", _text),

@@ -97,6 +97,9 @@ class Acceptor(Frozen):
     amqp_low_credits: int = 300
     amqp_idle_timeout: int = 60000  # ms; Artemis derives it from the 60 s connection TTL
     amqp_duplicate_detection: bool = True
+    # a delivery still arriving goes to the large-messages directory past this size (0: every multi-frame
+    # one; -1: never), as Artemis streams large AMQP messages (spool.py)
+    amqp_min_large_message_size: int = 102400
     max_frame_size: int = 131072  # our AMQP default; Artemis's is larger
     anycast_prefix: str | None = None
     multicast_prefix: str | None = None

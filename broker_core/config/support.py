@@ -643,6 +643,7 @@ _ACCEPTOR: dict[str, Rule] = {
             "amqpLowCredits",
             "amqpIdleTimeout",
             "amqpDuplicateDetection",
+            "amqpMinLargeMessageSize",  # past it, a delivery still arriving is spooled to disk
             "maxFrameSize",
             "anycastPrefix",
             "multicastPrefix",
@@ -684,7 +685,6 @@ _ACCEPTOR: dict[str, Rule] = {
     "amqpTreatRejectAsUnmodifiedDeliveryFailed": refused("a rejected delivery is dead-lettered", "false"),
     "amqpUseModifiedForTransientDeliveryErrors": refused("a refused send is rejected", "false"),
     "pubSubPrefix": refused("topic addresses are not prefixed"),
-    "amqpMinLargeMessageSize": inert("large AMQP messages are journalled like the others"),
     "initialRemoteMaxFrameSize": inert("frames before the open are bounded by maxFrameSize"),
     "directDeliver": inert(_THREADS),
     "ackManagerFlushTimeout": inert(_MIRROR_ACKS),

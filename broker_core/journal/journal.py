@@ -81,6 +81,8 @@ class Journal:
         # told (through ``dispatch``) when the writer fails for good, so the owner stops at once rather
         # than at its next append
         self.on_failure: Callable[[BaseException], None] | None = None
+        # told, on the appending thread, the bytes of each append as it is queued (the disk's estimate)
+        self.on_queued: Callable[[int], None] | None = None
 
     # --- lifecycle ---
 
@@ -196,6 +198,8 @@ class Journal:
             self._pending.append((entry, on_durable, on_failed))
             self._appended += 1
             self._work.notify()
+        if self.on_queued is not None:
+            self.on_queued(len(entry.data))
 
     @property
     def full(self) -> bool:

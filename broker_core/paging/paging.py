@@ -47,6 +47,10 @@ LAST_PAGE = "paging.last-page"  # meta key: page numbers are never reused
 INDEXED_PAGES = 4  # pages whose records are indexed by identity at a time (see `take_unread`)
 
 
+def _nothing(n: int) -> None:
+    pass
+
+
 class PageIndex:
     """A page's records by identity (origin broker id, mirror id), up to `end`."""
 
@@ -79,6 +83,7 @@ class Paging(Observer):
         self._unconfirmed: dict[int, list[tuple[Page, Queue]]] = {}
         self._recent: list[int] = []  # the message ids of `_unconfirmed` added since the last batch
         self._indexes: OrderedDict[int, PageIndex] = OrderedDict()  # by page, least recently used first
+        self.wrote: Callable[[int], None] = _nothing  # told the bytes each page record adds to the disk
 
     def pages_of(self, address: str) -> int:
         """How many page files the address has (management's numberOfPages)."""
@@ -117,6 +122,7 @@ class Paging(Observer):
         if page is None:
             page = self._new_page(store)
         start = page.file.append(data)
+        self.wrote(len(data))
         journalled = record.durable and self.persistence.enabled
         counts, durable_counts, cursors = page.counts, page.durable_counts, store.cursors
         for q in queues:

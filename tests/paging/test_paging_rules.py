@@ -147,6 +147,44 @@ def test_block_withholds_credit_until_the_address_has_room(net: Network) -> None
     assert link.credit == 1000  # room again: the window is granted
 
 
+@pytest.mark.parametrize("limit", ["address", "global"])
+def test_block_holds_an_anonymous_relay_link_alternating_with_an_address_that_has_room(
+    net: Network, limit: str
+) -> None:
+    """One anonymous-relay link alternating between a full BLOCK address and one with room: the link is
+    judged by every BLOCK address it sent to, not by the last message's, so it gets no more credit while
+    the BLOCK address is over its own limit or the broker over global-max-size."""
+    addresses = "".join(
+        f'<address name="{a}"><anycast><queue name="{a}"/></anycast></address>' for a in ("blocked", "free")
+    )
+    own = "<max-size-bytes>20000</max-size-bytes>" if limit == "address" else ""
+    block = f'<address-setting match="blocked">{own}<address-full-policy>BLOCK</address-full-policy>'
+    net.broker(
+        "dc1",
+        addresses=addresses,
+        settings=block + "</address-setting>",
+        extra="<global-max-size>20000</global-max-size>" if limit == "global" else "",
+        acceptor_params="amqpCredits=20;amqpLowCredits=5",
+    )
+    net.start_all()
+    client = net.client("dc1")
+    sent = []
+    for i in range(200):
+        if client.senders.get("") is not None and client.senders[""].credit == 0:
+            break
+        sent.append(client.send(None, f"m{i}", to="blocked" if i % 2 == 0 else "free"))
+        net.pump()
+    assert all(client.accepted(d) for d in sent)  # what was granted is taken
+    assert len(sent) < 60  # but no more: 20 credits at a time, and the full address stops the refills
+    usage = net.server("dc1").addresses["blocked"].usage
+    assert usage.bytes <= 20_000 + 20 * usage.bytes // usage.messages  # its limit plus one window
+    to_blocked = usage.messages
+    assert len(drain(client, "blocked")) == to_blocked and to_blocked == (len(sent) + 1) // 2
+    assert len(drain(client, "free")) == len(sent) // 2  # what was paged is read back too
+    net.pump()
+    assert client.senders[""].credit == 20  # room again: the window is granted
+
+
 def test_a_mirrored_acknowledgement_finds_its_message_in_a_page(net: Network) -> None:
     net.broker("dc1", persistence=True, mirror_to="dc2", settings=settings(max_size=10_000_000))
     net.broker("dc2", persistence=True, settings=settings(max_size=5_000, read=10))

@@ -40,6 +40,7 @@ BROKER_XML = """<?xml version="1.0"?>
     <security-enabled>false</security-enabled>{extra}
     <journal-directory>{home}/journal</journal-directory>
     <paging-directory>{home}/paging</paging-directory>
+    <large-messages-directory>{home}/large-messages</large-messages-directory>
     <acceptors><acceptor name="amqp">tcp://127.0.0.1:{port}?protocols=AMQP;anycastPrefix=anycast://;multicastPrefix=multicast://{acceptor_params}</acceptor></acceptors>
     <broker-connections>{connections}</broker-connections>
     <address-settings>{settings}</address-settings>
