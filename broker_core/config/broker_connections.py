@@ -14,7 +14,7 @@ from broker_core.config.parameters import check_client_tls, judge_parameters
 from broker_core.config.schema import did_you_mean
 from broker_core.config.support import MIRROR_PROPERTIES, UriKind
 from broker_core.config.uri import ParsedUri, parse_connection_uri
-from broker_core.config.values import BadValue, parse_bool, parse_int
+from broker_core.config.values import BadValue, parse_bool, parse_int, parse_sent_password
 from broker_core.config.xmlread import Element, Reader, local_name
 from filters.address_filter import AddressFilter
 
@@ -69,7 +69,9 @@ def _parse_connection(reader: Reader, element: Element) -> AmqpConnection | None
     endpoints = reader.convert(element, uri, parse_connection_uri, "uri")
     values: dict[str, Any] = {
         "user": reader.attr(element, "user"),
-        "password": reader.attr(element, "password"),
+        "password": reader.convert(
+            element, reader.attr(element, "password"), parse_sent_password, "password"
+        ),
         "retry_interval": reader.convert(
             element, reader.attr(element, "retry-interval"), _retry_interval, "retry-interval"
         ),

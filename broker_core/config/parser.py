@@ -33,6 +33,7 @@ from broker_core.config.model import BrokerConfig
 from broker_core.config.settings import parse_address_settings, parse_security_settings
 from broker_core.config.support import CORE
 from broker_core.config.users import ROLES_FILE, USERS_FILE, load_roles, load_users
+from broker_core.config.values import parse_sent_password
 from broker_core.config.xmlread import Element, Reader, converter_for, line_of, local_name
 
 _SECTIONS: dict[str, tuple[str, Callable[[Reader, Element], Any]]] = {
@@ -188,7 +189,11 @@ def _parse_core_element(reader: Reader, element: Element, name: str, values: dic
     reader.check_attributes(element, set())
     reader.check_no_children(element)
     annotation = BrokerConfig.model_fields[field].annotation
-    convert = converter_for(annotation, size=field in _SIZES, minimum=_MINIMUMS.get(field))
+    convert: Callable[[str], Any] = (
+        parse_sent_password
+        if field == "cluster_password"
+        else converter_for(annotation, size=field in _SIZES, minimum=_MINIMUMS.get(field))
+    )
     text = reader.text(element)
     value = reader.convert(element, text, convert)
     if value is not None:

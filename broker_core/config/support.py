@@ -214,8 +214,10 @@ CORE: dict[str, Rule] = {
     "amqp-use-core-subscription-naming": refused("subscription queues are named the AMQP way", "false"),
     "temporary-queue-namespace": refused("temporary queues take the address settings of their address"),
     "system-property-prefix": refused("no system properties override broker.xml here"),
-    "mask-password": refused("passwords in broker.xml are read as written", "false"),
-    "password-codec": refused("passwords in broker.xml are read as written"),
+    "mask-password": refused(
+        "passwords in broker.xml are plain or ENC(...) (Artemis's default codec)", "false"
+    ),
+    "password-codec": refused("ENC(...) passwords are read with Artemis's default codec only"),
     "populate-validated-user": refused("messages do not carry the validated user", "false"),
     "reject-empty-validated-user": refused("messages do not carry the validated user", "false"),
     "management-message-rbac": refused("management is checked with the manage permission only", "false"),

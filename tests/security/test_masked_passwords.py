@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from broker_core.config import ConfigError, load_config
 from broker_core.config.errors import ProblemLog
 from broker_core.config.model import User
 from broker_core.config.users import load_users
@@ -109,3 +110,35 @@ def test_an_unreadable_mask_is_an_error_at_its_line(tmp_path: Path) -> None:
     assert (first.line, first.severity, first.element_path) == (2, "error", "admin")
     assert "ENC(...) password not readable" in first.message and "artemis user add" in (first.expected or "")
     assert (second.line, second.severity) == (3, "error")
+
+
+# ------------------------------------------------------------------------------- broker.xml passwords
+
+
+def _broker_xml(tmp_path: Path, password: str) -> Path:
+    etc = tmp_path / "etc"
+    etc.mkdir(parents=True)
+    path = etc / "broker.xml"
+    path.write_text(
+        '<configuration xmlns="urn:activemq"><core xmlns="urn:activemq:core"><name>b</name>'
+        "<security-enabled>false</security-enabled>"
+        f"<cluster-user>cluster</cluster-user><cluster-password>{password}</cluster-password>"
+        '<broker-connections><amqp-connection uri="tcp://127.0.0.1:5673" name="dc2" user="mirror" '
+        f'password="{password}"><mirror/></amqp-connection></broker-connections>'
+        "</core></configuration>"
+    )
+    return path
+
+
+def test_passwords_the_broker_sends_may_be_masked_two_way(tmp_path: Path) -> None:
+    config, _ = load_config(_broker_xml(tmp_path, f"ENC({MASKED['secret']})"))
+    assert config.cluster_password == "secret"
+    assert config.broker_connections[0].password == "secret"
+
+
+def test_a_one_way_hash_cannot_be_sent_and_says_so_at_its_line(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(_broker_xml(tmp_path, f"ENC({HASHED_ADMIN})"))
+    said = [str(p) for p in caught.value.problems]
+    assert len(said) == 2 and all("a one-way hash (ENC(n:salt:hash)) cannot be sent" in s for s in said), said
+    assert any("cluster-password" in s for s in said) and any("amqp-connection" in s for s in said)
