@@ -23,6 +23,9 @@ from typing import Any
 
 import pytest
 
+from broker_core.config import ConfigError
+from broker_core.journal.segment import HEADER_SIZE
+from broker_core.paging.reader import records
 from broker_core.persistence import Callback
 from mirror import decode, wire
 from tests.support.paging import body_of
@@ -217,3 +220,194 @@ def test_after_a_restart_an_ack_in_the_journal_waits_for_its_message_in_a_page(n
     tap.check_order()
     assert tap.resent(len(tap.links) - 1), "nothing was sent again: the crash was not where it should be"
     assert (net.depth("dc2", "bulk"), net.depth("dc2", "orders")) == (20, 0)
+
+
+def test_events_out_on_a_lost_link_go_first_on_the_next(net: Network) -> None:
+    """The link is lost (no restart) with messages out and their acknowledgements waiting behind them:
+    what was out goes back to the head, and the next link carries it before the acknowledgements."""
+    pair(net, mirror(5), snf=snf_settings(max_size=10_000_000))  # all in memory
+    net.start("dc1")
+    c1 = net.client("dc1")
+    for i in range(30):
+        c1.send("orders", f"o{i}{PAD}")
+    net.pump()
+    assert len(c1.receive("orders", 20)) == 20
+    tap = start_target(net, on_message=cut_at(net, "o3"))
+    drained(net)
+    assert len(tap.links) == 2 and tap.resent(1)
+    tap.check_order()
+    assert net.depth("dc2", "orders") == 10
+
+
+def test_a_second_kill_while_the_first_ones_events_are_sent_again_keeps_the_order(net: Network) -> None:
+    """Killed with acknowledgements and messages out on the link, then killed again while sending them
+    again: every link still carries each message before its acknowledgement."""
+    pair(net, mirror(5))
+    net.start("dc1")
+    c1 = net.client("dc1")
+    for i in range(30):
+        c1.send("orders", f"o{i}{PAD}")
+    net.pump()
+    tap = start_target(net, on_message=cut_at(net, "o12"))
+    assert len(c1.receive("orders", 20)) == 20  # acknowledgements of sent, unsent and paged messages
+    net.crash("dc1")
+    tap.on_message = cut_at(net, "o20")
+    net.loop.advance(0.1)  # connects, sends again, and is cut mid-way
+    net.pump()
+    net.crash("dc1")
+    drained(net)
+    tap.check_order()
+    assert len(tap.links) >= 3
+    assert net.depth("dc2", "orders") == 10 and net.depth("dc1", "orders") == 10
+
+
+def test_events_whose_batch_is_on_disk_but_not_yet_handed_on_are_sent_in_order_after_a_kill(
+    net: Network,
+) -> None:
+    """The SNF queue takes a batch's events only once the batch is on disk and past every barrier (a
+    replica's acknowledgement): killed in between, the restarted source finds them in its journal and
+    sends them in their place, behind what was already waiting."""
+    pair(net, mirror(5))
+    net.start("dc1")
+    tap = start_target(net)
+    c1 = net.client("dc1")
+    for i in range(10):
+        c1.send("orders", f"o{i}{PAD}")
+    net.pump()
+    hold = Hold()
+    net.server("dc1").persistence.add_barrier(hold)
+    assert len(c1.receive("orders", 10)) == 10  # ten acknowledgements written, not handed on
+    for i in range(10, 15):
+        c1.send("orders", f"o{i}{PAD}")
+    net.pump()
+    assert hold.waiting and snf_queue(net).depth == 0  # on disk, not on the SNF queue yet
+    net.crash("dc1")
+    drained(net)
+    tap.check_order()
+    assert [kind for kind, _ in tap.links[-1]] == ["a"] * 10 + ["m"] * 5  # each in its place, once
+    assert net.depth("dc2", "orders") == 5
+
+
+# ------------------------------------------------------------------------------ what is sent again
+
+
+def test_a_kill_with_events_out_on_the_link_sends_again_no_more_than_the_window(net: Network) -> None:
+    """3,000 events waiting, the target's Accepted held back: the source sends 1,000 (the default window)
+    and waits; killed then, it sends again exactly those, the latest 1,000 the target was sent."""
+    pair(net, mirror(), snf=snf_settings(max_size=10_000_000))
+    net.start("dc1")
+    c1 = net.client("dc1")
+    for i in range(3000):
+        c1.send("orders", f"o{i}")
+        if i % 200 == 199:
+            net.pump()  # the client's credit comes back
+    net.start("dc2")
+    hold = Hold()
+    net.server("dc2").persistence.add_barrier(hold)  # DC2 applies what comes, and accepts nothing
+    tap = WireTap(net, "dc2")
+    net.loop.advance(0.1)
+    net.pump()
+    assert source_status(net)["eventsSent"] == 1000
+    net.crash("dc1")
+    net.server("dc2").persistence.remove_barrier(hold)
+    hold.release()
+    drained(net)
+    assert tap.check_resent(1, 1000) == len(tap.links[0])  # all of them (messages; a few were topology)
+    tap.check_order()
+    assert net.depth("dc2", "orders") == 3000 and tap.links[1].count(tap.links[0][0]) == 1
+
+
+def test_accepted_events_count_in_the_window_until_their_leaving_is_on_disk(net: Network) -> None:
+    """An accepted event leaves the SNF queue by a journal record; until that record is on disk (here:
+    past a barrier that holds), a crash would send it again, so it still counts in the window."""
+    pair(net, mirror(50), snf=snf_settings(max_size=10_000_000))
+    net.start("dc1")
+    c1 = net.client("dc1")
+    for i in range(200):
+        c1.send("orders", f"o{i}")
+    net.pump()
+    hold = Hold()
+    net.server("dc1").persistence.add_barrier(hold)
+    start_target(net)
+    for _ in range(5):  # a window: nothing more goes out while the barrier holds
+        net.loop.advance(1)
+        net.pump()
+        assert source_status(net)["eventsSent"] == 50
+    assert source_status(net)["eventsAccepted"] == 50
+    hold.release()
+    net.server("dc1").persistence.remove_barrier(hold)
+    drained(net)
+    assert net.depth("dc2", "orders") == 200
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "many"])
+def test_the_window_is_a_whole_number_of_at_least_one(net: Network, value: str) -> None:
+    element = f'<mirror><property key="max-in-flight-events" value="{value}"/></mirror>'
+    with pytest.raises(ConfigError) as refused:
+        net.broker("dc1", mirror_to="dc2", mirror=element)
+    (problem,) = [str(p) for p in refused.value.problems if p.severity == "error"]
+    assert problem.startswith("broker.xml:") and "mirror/property/@value" in problem, problem
+    assert "expected an integer" in problem, problem
+
+
+# --------------------------------------------------------------------------------- pending figures
+
+
+def pending_truth(net: Network) -> tuple[int, int]:
+    """The pending events and their bytes, counted from the events themselves: the SNF queue's references
+    (waiting, out on the link) and what its pages hold for it, read from the page files."""
+    q = snf_queue(net)
+    refs = list(q.messages)
+    consumer = net.brokers["dc1"].mirror_sources()[0][0].consumer
+    if consumer is not None:
+        refs += list(consumer.inflight.values())
+    events, size = len(refs), sum(len(ref.message.payload) for ref in refs)
+    paging = net.server("dc1").paging
+    store = paging.stores.get(SNF)
+    if store is not None and q.id in store.cursors:
+        cursor = store.cursors[q.id]
+        for page in store.pages.values():
+            if page.seq < cursor.page or q.id not in page.needed:
+                continue
+            start = cursor.offset if page.seq == cursor.page else HEADER_SIZE
+            acked = cursor.acked.get(page.seq, set())
+            for _, record in records(page.file, start, page.file.end):
+                if q.id in record.queue_ids and record.message_id not in acked:
+                    events += 1
+                    size += len(record.body)
+    return events, size
+
+
+def check_pending(net: Network) -> tuple[int, int]:
+    status = source_status(net)
+    figures = status["pendingEvents"], status["pendingBytes"]
+    assert figures == pending_truth(net)
+    assert figures[1] >= 0
+    return figures
+
+
+def test_pending_bytes_are_exact_through_paging_and_restarts(net: Network) -> None:
+    pair(net, mirror(5))
+    net.start("dc1")
+    c1 = net.client("dc1")
+    for i in range(40):
+        c1.send("orders", f"o{i}{PAD}")
+    assert len(c1.receive("orders", 10)) == 10
+    net.pump()
+    events = check_pending(net)[0]
+    assert events == source_status(net)["eventsQueued"] >= 50  # the topology it announced, 40 sends, 10 acks
+    assert snf_queue(net).paged > 20  # most of them in pages
+    net.crash("dc1")
+    announced = source_status(net)["eventsQueued"]  # the topology again, as at every start
+    assert check_pending(net)[0] == events + announced  # counted again from the journal and the pages
+    tap = start_target(net, on_message=cut_at(net, "o30"))  # part of the backlog accepted
+    assert tap.links and 0 < check_pending(net)[0] < events
+    net.crash("dc1")
+    check_pending(net)
+    c1 = net.client("dc1")
+    for i in range(40, 45):
+        c1.send("orders", f"o{i}{PAD}")
+    net.pump()
+    check_pending(net)
+    drained(net)
+    assert check_pending(net) == (0, 0)
