@@ -411,3 +411,18 @@ def test_pending_bytes_are_exact_through_paging_and_restarts(net: Network) -> No
     check_pending(net)
     drained(net)
     assert check_pending(net) == (0, 0)
+
+
+def test_pending_figures_are_zero_once_the_store_and_forward_queue_is_deleted(net: Network) -> None:
+    pair(net, mirror())
+    net.start("dc1")
+    c1 = net.client("dc1")
+    for i in range(40):
+        c1.send("orders", f"o{i}{PAD}")
+    net.pump()
+    assert check_pending(net)[0] > 0 and snf_queue(net).paged > 0
+    queue = snf_queue(net)
+    net.server("dc1").delete_queue(SNF)
+    net.pump()
+    assert queue.depth == 0 and source_status(net)["pendingBytes"] == 0
+    assert source_status(net)["pendingEvents"] == 0
