@@ -7,6 +7,7 @@ acceptor's are: a misspelt `sslEnabled` must not connect in plaintext. So are a 
 from __future__ import annotations
 
 import re
+from functools import partial
 from typing import Any
 
 from broker_core.config.model import AmqpConnection, Endpoint, LinkKind, LinkSettings, MirrorSettings
@@ -32,6 +33,8 @@ _MIRROR_FLAGS = ("message-acknowledgements", "queue-creation", "queue-removal", 
 # and "! eu.uk" denies " eu.uk".
 _SPACE_AFTER_BANG = re.compile(r"!\s")
 _FILTER_EXPECTED = "no spaces around ',' or after '!', e.g. 'eu,!eu.uk'"
+# <mirror><property key="max-in-flight-events" value="1000"/></mirror> (mirror/source.py)
+MIRROR_MAX_IN_FLIGHT = "max-in-flight-events"
 
 
 def _retry_interval(text: str) -> int:
@@ -137,7 +140,10 @@ def _parse_mirror(reader: Reader, element: Element) -> MirrorSettings:
     properties: dict[str, str] = {}
     for child in reader.children(element):
         if local_name(child) == "property":
-            properties.update(_mirror_property(reader, child))
+            prop = _mirror_property(reader, child)
+            if MIRROR_MAX_IN_FLIGHT in prop:  # the source reads it as a whole number: say so here
+                reader.convert(child, prop[MIRROR_MAX_IN_FLIGHT], partial(parse_int, minimum=1), "value")
+            properties.update(prop)
         else:
             reader.ignore(child)
     return MirrorSettings(properties=properties, **values)

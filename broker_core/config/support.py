@@ -500,6 +500,7 @@ AMQP_CONNECTION: dict[str, Rule] = {
 }
 MIRROR_PROPERTIES: dict[str, Rule] = {
     "initial-sync": IMPLEMENTED,  # ours: docs/mirror.md
+    "max-in-flight-events": IMPLEMENTED,  # ours: events out on the link at once (docs/mirror.md)
     "tunnel-core-messages": inert("every message is AMQP: there are no Core messages to tunnel"),
 }
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import shutil
 from collections import deque
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -189,6 +190,7 @@ class Network:
         self.held: set[str] = set()  # brokers whose outgoing bytes wait (see hold_from)
         self._ports = itertools.count(10001)
         self._assigned: dict[str, int] = {}
+        self._options: dict[str, dict[str, Any]] = {}  # each broker's `broker` arguments, for `crash`
 
     # --------------------------------------------------------------------------------- brokers
 
@@ -208,6 +210,16 @@ class Network:
     ) -> Broker:
         """A broker; `mirror_to` names the broker its `<mirror>` connection (named after it) goes to.
         `acceptor_params` are added to its acceptor's URI (`key=value;...`); `node_id` fixes its id."""
+        self._options[name] = dict(
+            mirror_to=mirror_to,
+            mirror=mirror,
+            persistence=persistence,
+            addresses=addresses,
+            settings=settings,
+            extra=extra,
+            port=port,
+            acceptor_params=acceptor_params,
+        )
         port = port or self._port_of(name)
         connections = ""
         if mirror_to is not None:
@@ -277,6 +289,28 @@ class Network:
             if timer is not None:
                 timer.cancel()
         broker.server.stop()
+
+    def crash(self, name: str) -> Broker:
+        """kill -9 of broker `name`, then a new broker on what its disk held at that instant.
+
+        The journal batches already handed to the writer thread are on disk (a batch is written whole or
+        cut off by recovery); nothing the loop would still have done is: no confirmation, no Accepted, no
+        clean stop. Its connections drop as a killed process's do."""
+        broker, callbacks = self.brokers[name], self.loop.from_threads
+        before = len(callbacks)
+        journal = broker.server.journal
+        if journal is not None and broker.config.persistence_enabled:
+            journal.flush()  # the writer thread's queue, not the loop's callbacks
+        while len(callbacks) > before:  # what the writer handed back to this broker's loop dies with it
+            callbacks.pop()
+        home, snapshot = self.home / name, self.home / f"{name}.at-crash"
+        shutil.rmtree(snapshot, ignore_errors=True)
+        shutil.copytree(home, snapshot)
+        self.stop(name)  # what the old broker does from here on is thrown away with its files
+        shutil.rmtree(home)
+        snapshot.rename(home)
+        self.broker(name, **self._options[name])
+        return self.start(name)
 
     def server(self, name: str) -> Any:
         return self.brokers[name].server
