@@ -26,6 +26,7 @@ FAR = 2**62
 @pytest.fixture
 def small_window(monkeypatch: pytest.MonkeyPatch) -> int:
     monkeypatch.setattr(RecentIds, "WINDOW", 100)
+    monkeypatch.setattr(RecentIds, "CATCH_UP", 10)  # as the real one, well inside the window
     return 100
 
 
