@@ -114,9 +114,11 @@ def test_internal_and_temporary_names_here_are_protected_whatever_they_are_calle
     target.apply(EVIL, wire.delete_address_event(info))
     claimed = AddressInfo(name="fresh", routing_types=(RoutingType.ANYCAST,), internal=True)
     target.apply(EVIL, wire.add_address_event(claimed))  # a source never mirrors an internal address
+    tap = QueueConfiguration(name="tap", address="plain.internal", routing_type=RoutingType.ANYCAST)
+    target.apply(EVIL, wire.create_queue_event(tap))  # a second queue on an internal address
     net.pump()
-    assert "plain.internal" in srv.queues and "fresh" not in srv.addresses
-    assert target.stats["refused"] == 3
+    assert "plain.internal" in srv.queues and "fresh" not in srv.addresses and "tap" not in srv.queues
+    assert target.stats["refused"] == 4
 
 
 def test_an_ordinary_event_still_applies(net: Network) -> None:
