@@ -64,7 +64,9 @@ def hostile_events() -> list[bytes]:
         wire.delete_queue_event(SNF, SNF),
         wire.delete_address_event(snf_info),
         wire.add_address_event(snf_info),
-        wire.create_queue_event(QueueConfiguration(name="tap", address=SNF, routing_type=RoutingType.ANYCAST)),
+        wire.create_queue_event(
+            QueueConfiguration(name="tap", address=SNF, routing_type=RoutingType.ANYCAST)
+        ),
         wire.create_queue_event(
             QueueConfiguration(name=SNF + "2", address="orders", routing_type=RoutingType.ANYCAST)
         ),
@@ -196,7 +198,9 @@ def test_an_origin_id_too_long_to_key_a_record_by_is_refused(
     target.apply(DC1, wire.replicate(body, 1, long_origin, "orders"))
     target.apply(DC1, wire.replicate(body, 2, long_origin, "orders"))
     target.apply(DC1, wire.post_ack_event("orders", "orders", 2, long_origin))
-    target.apply(DC1, wire.replicate(build_message("right", durable=True), 3, "o" * MAX_BROKER_ID_BYTES, "orders"))
+    target.apply(
+        DC1, wire.replicate(build_message("right", durable=True), 3, "o" * MAX_BROKER_ID_BYTES, "orders")
+    )
     net.pump()
     assert target.stats["refused"] == 3 and net.depth("dc2", "orders") == 4  # 3 before, and the last
     assert not any(len(key) > 1000 for key in net.server("dc2").meta)
