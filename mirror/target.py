@@ -58,9 +58,6 @@ GONE = 3  # its message was here and is no longer on that queue (consumed here a
 # forwarded, or not, when it first arrived.
 ACK_RETRY = Cause("mirror ack retry")
 
-# What a malformed delivery raises while it is read: the sender's fault, not a bug of ours (JSON bodies
-# raise JsonShapeError, a ValueError; a message's own sections DecodeError or IndexError).
-UNDECODABLE = (ValueError, DecodeError, IndexError)
 SAID_AT_MOST = 200  # characters of a peer's text in a log line
 
 
@@ -251,20 +248,23 @@ class MirrorTarget:
                     _said(repr(delivery.event_type)),
                 )
             return False
-        except UNDECODABLE as exc:
-            self._undecodable(remote_id, exc)
+        # (each exception its own name: a compiled function gives a name one type, its first binding's)
+        except (ValueError, DecodeError, IndexError) as malformed:  # the sender's fault, not a bug:
+            # a JSON body of the wrong shape raises JsonShapeError, a ValueError; a message's sections
+            # DecodeError or IndexError
+            self._undecodable(remote_id, malformed)
             return False
-        except BrokerError as exc:  # the broker refused what the event asks (a name it cannot record, ...)
-            self._refuse(remote_id, _kind(delivery), exc.description)
+        except BrokerError as refused:  # the broker refused what the event asks (a name too long, ...)
+            self._refuse(remote_id, _kind(delivery), refused.description)
             return False
-        except Exception as exc:
+        except Exception as bug:
             self.stats["errors"] += 1
             since = self._due(remote_id, "error")
-            if since is not None:  # a bug: its traceback, but not once per delivery a peer can repeat
+            if since is not None:  # its traceback, but not once per delivery a peer can repeat
                 log.exception(
                     "mirror from %s: applying a delivery failed (%s); accepted and dropped%s",
                     remote_id,
-                    _said(repr(exc)),
+                    _said(repr(bug)),
                     _since(since),
                 )
             return False
