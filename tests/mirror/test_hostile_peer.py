@@ -45,6 +45,7 @@ from tests.mirror.test_dual_mirror import mirror_xml
 from tests.peers.ports import WaitTimeout, free_port, wait_until
 from tests.support.broker import REPO, BrokerProcess
 from tests.support.client import send
+from tests.support.ops import Metered, metrics_xml
 from tests.support.peer import AttachAnswer, ScriptedClient
 
 DC1, DC2, DC3 = (str(uuid.UUID(int=n)) for n in (0xD1, 0xD2, 0xD3))
@@ -84,7 +85,9 @@ def test_a_hostile_link_cannot_delete_the_store_and_forward_queue_of_a_chain(tmp
     p1, p2, p3 = free_port(), free_port(), free_port()
     dc3 = data_centre(tmp_path, "dc3", DC3, p3, acceptor_params=f"mirrorTrustedOrigins={DC2}:{DC1}")
     dc3.start()  # DC2's mirror learns DC3's broker id (it forwards nothing to a broker it never met)
-    dc2 = data_centre(tmp_path, "dc2", DC2, p2, extra=mirror_xml("dc3", p3)).start()
+    metrics_port = free_port()
+    extra = mirror_xml("dc3", p3) + metrics_xml(metrics_port)
+    dc2 = data_centre(tmp_path, "dc2", DC2, p2, extra=extra).start()
     dc1 = data_centre(tmp_path, "dc1", DC1, p1, extra=mirror_xml("dc2", p2)).start()
     try:
         wait_until(lambda: source_status(dc2)["remoteBrokerId"] == DC3, 15, "DC2's mirror to reach DC3")
@@ -110,6 +113,10 @@ def test_a_hostile_link_cannot_delete_the_store_and_forward_queue_of_a_chain(tmp
             evil.close()
         assert depth(dc2, SNF_DC3) == pending
         assert target_stats(dc2)["refused"] == 4
+        not_applied = Metered(dc2, metrics_port).value(
+            "amqp_mirror_mirror_target_events_not_applied_total", reason="protected"
+        )
+        assert not_applied == 4
         log = dc2.log()
         assert (
             f"MIR102: mirror from evil: deleteQueue not applied: queue {SNF_DC3} is under the mirror prefix"
