@@ -316,7 +316,7 @@ class MirrorTarget:
                 self._refuse(remote_id, kind, why)
                 return True
         if internal:
-            self._refuse(remote_id, kind, f"{names[0][0]} is declared internal")
+            self._refuse(remote_id, kind, f"{_said(str(names[0][0]))} is declared internal")
             return True
         return False
 
