@@ -82,6 +82,10 @@ class Broker:
         add_server_operations(self.management, server)
         self.connections.add_operations(self.management)
         self.management.add_operation(BROKER, "getMirrorStatus", lambda _, __: self.mirror_status())
+        target = self.mirror_target
+        self.management.add_operation(
+            BROKER, "forgetMirrorRemote", lambda _, params: target.forget_remote(str(params[0]))
+        )
         self._add_ha_operations()
         self._retry_timer = self.loop.call_later(ACK_RETRY_INTERVAL, self._retry_acks)
         server.space_listeners.append(self._space_changed)

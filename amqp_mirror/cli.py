@@ -120,8 +120,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _cmd_connections(args: argparse.Namespace) -> int:
     from connections.cli import main as connections_main
 
-    if args.action in ("start", "stop") and not args.name:
-        print(f"amqp-mirror connections {args.action}: needs the connection's NAME", file=sys.stderr)
+    if args.action in ("start", "stop", "forget-remote") and not args.name:
+        what = "remote broker's ID" if args.action == "forget-remote" else "connection's NAME"
+        print(f"amqp-mirror connections {args.action}: needs the {what}", file=sys.stderr)
         return USAGE_ERROR
     return connections_main(args)
 
@@ -261,9 +262,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--log-level", default="WARNING", choices=LOG_LEVELS, type=str.upper, help="log threshold")
     p.set_defaults(func=_cmd_demo)
 
-    p = command("connections", "list, start or stop a running broker's broker connections (management)")
-    p.add_argument("action", choices=["list", "start", "stop"], help="what to do")
-    p.add_argument("name", nargs="?", help="the broker connection to start or stop")
+    p = command(
+        "connections",
+        "list, start or stop a running broker's broker connections, or forget which mirror address and "
+        "user a remote broker's mirror links come through (management)",
+    )
+    p.add_argument("action", choices=["list", "start", "stop", "forget-remote"], help="what to do")
+    p.add_argument(
+        "name", nargs="?", help="the broker connection to start or stop; the remote broker id to forget"
+    )
     p.add_argument("--url", default="amqp://127.0.0.1:5672", help="the broker's AMQP URL")
     p.add_argument("--user", help="a user with the manage permission")
     p.add_argument("--password", help="that user's password")

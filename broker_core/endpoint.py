@@ -341,7 +341,8 @@ class BrokerEndpoint:
         if msg is not None and msg.durable:
             srv.persistence.confirm(
                 lambda: self.accept_later(session, delivery_id),
-                on_fail=lambda: self._not_stored(session, delivery_id, msg, dup),
+                on_fail=lambda error: self._not_stored(session, delivery_id, msg, dup, error),
+                message_id=msg.id,
             )
         else:
             self.accept_later(session, delivery_id)
@@ -364,21 +365,22 @@ class BrokerEndpoint:
             # (never Accepted for a message that was not kept), and the client's next retry is stored.
             self.server.persistence.confirm(
                 lambda: self.accept_later(session, delivery_id),
-                on_fail=lambda: self._refuse_unstored(session, delivery_id),
+                on_fail=lambda error: self._refuse_unstored(session, delivery_id, error),
             )
 
-    def _not_stored(self, session: Session, delivery_id: int, msg: StoredMessage, dup: bytes | None) -> None:
-        """The journal could not take the message (a full disk): take it back, forget its duplicate id (a
-        retry with that id must be stored), and refuse the send."""
+    def _not_stored(
+        self, session: Session, delivery_id: int, msg: StoredMessage, dup: bytes | None, error: BrokerError
+    ) -> None:
+        """The journal could not take the message (a full disk, or its record): take it back, forget its
+        duplicate id (a retry with that id must be stored), and refuse the send with the reason."""
         self.server.router.rollback(msg)
         if dup is not None:
             self.server.duplicates.forget(msg.address, dup)
-        self._refuse_unstored(session, delivery_id)
+        self._refuse_unstored(session, delivery_id, error)
 
-    def _refuse_unstored(self, session: Session, delivery_id: int) -> None:
+    def _refuse_unstored(self, session: Session, delivery_id: int, error: BrokerError) -> None:
         if self.closed or session.ended_locally:
             return
-        error = ResourceLimitExceeded("the message could not be stored: the broker's disk is full")
         self.reject(session, delivery_id, False, error)
 
     def _replenish(self, link: Link, window: int, low: int, address: str | None) -> None:

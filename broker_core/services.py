@@ -42,6 +42,10 @@ class Peer(Protocol):
     def cluster_member(self) -> bool:
         """Whether it authenticated with the cluster user and password (another server of the pair)."""
 
+    @property
+    def closed(self) -> bool:
+        """Whether the connection is gone (closed, or its socket lost)."""
+
     def accept_later(self, session: Session, delivery_id: int) -> None:
         """Settle the delivery Accepted with the next output (ranges are coalesced)."""
 

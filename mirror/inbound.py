@@ -6,6 +6,12 @@ A link whose target address starts with `$ACTIVEMQ_ARTEMIS_MIRROR` is a mirror l
 a mirror link creates and deletes addresses and queues and acknowledges messages with the broker's own
 authority, so send permission alone must not open one (a deliberate hardening beyond Artemis).
 
+A link also claims its remote broker (the id it announces): it is refused when that id is too long to
+key anything by, when the remote is bound to another mirror address or user (`trust.RemoteBindings`),
+or when the remote has a live mirror link here already (`amqp:resource-locked`: one broker's traffic
+comes through one link; a source reconnecting while its old connection lingers is let in once that
+connection goes, at the latest after the acceptor's idle timeout).
+
 Every delivery is applied by the `MirrorTarget` and Accepted once what it journalled is durable; the
 Accepted of a whole journal batch costs one callback, not one each. An event of an origin broker the
 link may not speak for (`trust.py`) closes the link instead: nothing of it is applied, and the source
@@ -18,12 +24,19 @@ import logging
 from typing import TYPE_CHECKING
 
 from broker_core.amqp import errors
-from broker_core.errors import Unauthorized
+from broker_core.errors import BrokerError, InvalidField, ResourceLocked, Unauthorized
 from broker_core.services import Answer
 
 from .attach import mirror_refusal, mirror_target_answer, remote_broker_id, send_permission_refusal
 from .target import UntrustedOrigin
-from .trust import REMOTE_KEY_PREFIX, TRUST_PARAMETER, OriginTrust, RefusalLog
+from .trust import (
+    MAX_BROKER_ID_BYTES,
+    REMOTE_KEY_PREFIX,
+    TRUST_PARAMETER,
+    OriginTrust,
+    RefusalLog,
+    broker_id_too_long,
+)
 
 if TYPE_CHECKING:
     from broker_core.amqp.connection import Link, Session
@@ -53,6 +66,27 @@ class MirrorLink:
         self.batch_session: Session | None = None
 
 
+class LiveLink:
+    """The mirror link a remote broker has here: whose, on which address."""
+
+    __slots__ = ("address", "link", "peer")
+
+    def __init__(self, peer: Peer, link: Link, address: str) -> None:
+        self.peer = peer
+        self.link = link
+        self.address = address
+
+    def alive(self) -> bool:
+        link, session = self.link, self.link.session
+        return not (
+            self.peer.closed
+            or link.closed_locally
+            or link.closed_remotely
+            or session.ended_locally
+            or session.ended_remotely
+        )
+
+
 class MirrorLinks:
     """The `LinkService` registered for the mirror prefix."""
 
@@ -60,6 +94,7 @@ class MirrorLinks:
         self.server = server
         self.target = target
         self.refusals = RefusalLog()
+        self.live: dict[str, LiveLink] = {}  # the mirror link of each remote broker, by its id
 
     def mirrors_to(self, broker_id: str) -> bool:
         """Whether one of this broker's own mirrors goes to `broker_id` (as its link last announced)."""
@@ -94,6 +129,7 @@ class MirrorLinks:
             refused = Unauthorized(f"a mirror link from broker {remote} claims this broker's own id")
             log.warning("%s: mirror link %r refused: %s", peer.name, link.name, refused.description)
             raise refused
+        self._claim(peer, link, remote, address)
         log.info(
             "%s: mirror link from broker %s attached on %s as user %s",
             peer.name,
@@ -104,6 +140,52 @@ class MirrorLinks:
         reply = mirror_target_answer(attach, node_id, handle=0)
         trust = OriginTrust(remote, node_id, peer.acceptor.mirror_trusted_origins, self.mirrors_to)
         return Answer(reply, MirrorLink(remote, trust), max(peer.credit_window, MIRROR_CREDIT_WINDOW))
+
+    def _claim(self, peer: Peer, link: Link, remote: str, address: str) -> None:
+        """Take `remote` for this link, or refuse the link: its id too long to key anything by, its remote
+        bound to another address or user, or with a live link here already. A remote is bound to the
+        address and user of its first link (persisted)."""
+        user = peer.user
+        refused: BrokerError
+        if broker_id_too_long(remote):
+            size = len(remote.encode())
+            refused = InvalidField(
+                f"a mirror link with a broker id of {size:,} bytes: at most {MAX_BROKER_ID_BYTES}"
+            )
+            log.warning("MIR106: %s: mirror link %r refused: %s", peer.name, link.name, refused.description)
+            raise refused
+        bound = self.target.bindings.conflict(remote, address, user)
+        if bound is not None:
+            refused = Unauthorized(
+                f"broker {remote} mirrors to this broker through {bound[0]} as user {_user(bound[1])}, "
+                f"not through {address} as user {_user(user)}"
+            )
+            log.warning(
+                "MIR104: %s: mirror link %r refused: %s; if that broker now legitimately comes this way, "
+                "forget its binding (amqp-mirror connections forget-remote %s) and its next link binds it",
+                peer.name,
+                link.name,
+                refused.description,
+                remote,
+            )
+            raise refused
+        live = self.live.get(remote)
+        if live is not None and live.alive():
+            refused = ResourceLocked(
+                f"broker {remote} already has a mirror link here (from {live.peer.name} on {live.address})"
+            )
+            log.warning(
+                "MIR105: %s: mirror link %r refused: %s; a source that reconnects while its old "
+                "connection lingers gets in once that connection goes",
+                peer.name,
+                link.name,
+                refused.description,
+            )
+            raise refused
+        self.target.bindings.bind(remote, address, user)
+        if len(self.live) >= 64:  # remotes whose links are gone are forgotten now and then
+            self.live = {r: lk for r, lk in self.live.items() if lk.alive()}
+        self.live[remote] = LiveLink(peer, link, address)
 
     def on_delivery(
         self, peer: Peer, link: Link, state: object, delivery_id: int, settled: bool, payload: bytes
@@ -152,6 +234,10 @@ class MirrorLinks:
             exc.origin,
             f"; {since} more refusals in the last minute" if since else "",
         )
+
+
+def _user(user: str | None) -> str:
+    return user if user is not None else "<anonymous>"
 
 
 def _accept_all(peer: Peer, session: Session, delivery_ids: list[int]) -> None:

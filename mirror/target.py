@@ -11,7 +11,14 @@
   counted; one whose message may still come (or is out to a local consumer) is kept as a persisted
   retry and tried again, a bounded number of times.
 - Address/queue events: create if missing, delete if present; errors are logged, never refused.
-The target always answers Accepted (an Artemis source treats Rejected as loss), once the work is on disk.
+- What a source never sends is not applied (a hardening beyond Artemis): an event or message naming an
+  address or queue under the mirror prefix (a store-and-forward queue: another data centre's events),
+  the management address, or one that is internal or temporary here; an origin broker id too long to
+  key anything by; a negative message id. Such a delivery is dropped, counted (`refused`) and said
+  (`MIR102`, once a minute per remote and event kind). A delivery that does not decode, or whose JSON
+  body has the wrong shape, is dropped the same way (`undecodable`, `MIR103`): one line, no traceback.
+The target always answers Accepted (an Artemis source treats Rejected as loss), once the work is on disk;
+a delivery that is dropped deliberately is Accepted too: sent again, it would be dropped again.
 """
 
 from __future__ import annotations
@@ -20,15 +27,17 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from broker_core.amqp.codec import DecodeError
 from broker_core.duplicates import duplicate_id
 from broker_core.errors import BrokerError, Unauthorized
 from broker_core.events import Cause
 from broker_core.message import MessageView
+from broker_core.topology import MAX_NAME_BYTES
 from broker_core.vocabulary import ANYCAST, MULTICAST, AckReason
 
 from . import decode, wire
 from .dedup import RecentAcks, RecentIds
-from .trust import OriginTrust
+from .trust import MAX_BROKER_ID_BYTES, OriginTrust, RefusalLog, RemoteBindings, broker_id_too_long
 
 if TYPE_CHECKING:
     from broker_core.server import Server
@@ -49,6 +58,8 @@ GONE = 3  # its message was here and is no longer on that queue (consumed here a
 # forwarded, or not, when it first arrived.
 ACK_RETRY = Cause("mirror ack retry")
 
+SAID_AT_MOST = 200  # characters of a peer's text in a log line
+
 
 class AckRetries:
     """postAcks whose message was not found yet, persisted as meta records, retried on a timer."""
@@ -65,7 +76,10 @@ class AckRetries:
 
     def add(self, origin: str, message_id: int, queue: str, reason: int) -> None:
         key = f"{ACK_RETRY_PREFIX}{origin}|{message_id}|{queue}"
-        self.server.set_meta(key, str(reason).encode())
+        if _recordable(key):
+            self.server.set_meta(key, str(reason).encode())
+        else:  # a queue name near the journal's limit: retried all the same, only not across a restart
+            self.server.meta[key] = str(reason).encode()
         self.tries[key] = 0
         self.stats["ack_retries"] += 1
 
@@ -95,7 +109,8 @@ class AckRetries:
     def _drop(self, key: str) -> None:
         del self.tries[key]
         self.server.meta.pop(key, None)
-        self.server.set_meta(key, b"")  # an empty value deletes the key at recovery
+        if _recordable(key):
+            self.server.set_meta(key, b"")  # an empty value deletes the key at recovery
 
 
 class OriginCounts:
@@ -142,9 +157,13 @@ class MirrorTarget:
             "acks_duplicate": 0,  # a postAck applied before, re-sent
             "acks_message_gone": 0,  # a postAck of a message that was here and was consumed here too
             "unknown_events": 0,
-            "errors": 0,
+            "errors": 0,  # deliveries whose applying failed on a bug (logged with its traceback)
             "untrusted": 0,  # events refused: their origin is not one their link may speak for
+            "refused": 0,  # deliveries not applied: what a source never sends (protected names, ids)
+            "undecodable": 0,  # deliveries that do not decode, or whose body has the wrong shape
         }
+        self.said = RefusalLog()  # what was dropped, said once a minute per remote and kind
+        self.bindings = RemoteBindings(server.meta, server.set_meta)
         self.dedup: dict[str, RecentIds] = {}
         # per origin broker: messages and acks applied, duplicates dropped, acks kept to retry
         self.origins: dict[str, OriginCounts] = {}
@@ -172,6 +191,17 @@ class MirrorTarget:
             counts = self.origins[origin] = OriginCounts()
         return counts
 
+    def forget_remote(self, remote: str) -> bool:
+        """Forget which address and user `remote`'s links come through (management): its next link
+        binds it afresh."""
+        forgotten = self.bindings.forget(remote)
+        if forgotten:
+            log.info(
+                "MIR107: mirror target: the binding of broker %s was forgotten; its next link binds it",
+                remote,
+            )
+        return forgotten
+
     def status(self) -> dict[str, Any]:
         never = self.retries.never_matched
         by_origin = {
@@ -183,6 +213,7 @@ class MirrorTarget:
             **self.retries.stats,
             "pendingAckRetries": len(self.retries.tries),
             "origins": by_origin,
+            "remotes": self.bindings.status(),
         }
 
     def apply(self, remote_id: str, payload: bytes, trust: OriginTrust | None = None) -> bool:
@@ -193,9 +224,13 @@ class MirrorTarget:
         try:
             delivery = decode.decode_mirror_delivery(payload)
         except decode.MirrorDecodeError as exc:
-            self.stats["errors"] += 1
-            log.warning("mirror from %s: undecodable delivery dropped: %s", remote_id, exc)
+            self._undecodable(remote_id, exc)
             return False
+        if not isinstance(delivery, decode.UnknownEvent):
+            refusal = self._refusal(delivery)
+            if refusal is not None:
+                self._refuse(remote_id, _kind(delivery), refusal)
+                return False
         if trust is not None:
             self._check_origin(remote_id, delivery, trust)
         cause = Cause.applying(remote_id)
@@ -206,12 +241,111 @@ class MirrorTarget:
                 self.stats["events"] += 1
                 return self._event(remote_id, delivery, cause)
             self.stats["unknown_events"] += 1
-            log.warning("mirror from %s: unknown event type %r ignored", remote_id, delivery.event_type)
+            if self._due(remote_id, "unknown") is not None:
+                log.warning(
+                    "mirror from %s: unknown event type %s ignored",
+                    remote_id,
+                    _said(repr(delivery.event_type)),
+                )
             return False
-        except Exception:
+        # (each exception its own name: a compiled function gives a name one type, its first binding's)
+        except (ValueError, DecodeError, IndexError) as malformed:  # the sender's fault, not a bug:
+            # a JSON body of the wrong shape raises JsonShapeError, a ValueError; a message's sections
+            # DecodeError or IndexError
+            self._undecodable(remote_id, malformed)
+            return False
+        except BrokerError as refused:  # the broker refused what the event asks (a name too long, ...)
+            self._refuse(remote_id, _kind(delivery), refused.description)
+            return False
+        except Exception as bug:
             self.stats["errors"] += 1
-            log.exception("mirror from %s: applying a delivery failed; accepted and dropped", remote_id)
+            since = self._due(remote_id, "error")
+            if since is not None:  # its traceback, but not once per delivery a peer can repeat
+                log.exception(
+                    "mirror from %s: applying a delivery failed (%s); accepted and dropped%s",
+                    remote_id,
+                    _said(repr(bug)),
+                    _since(since),
+                )
             return False
+
+    # ------------------------------------------------------------------------ what is not applied
+
+    def _refusal(self, delivery: decode.ReplicatedMessage | decode.ControlEvent) -> str | None:
+        """Why a delivery must not be applied, from its annotations, or None (its body is judged when it
+        is read: `_guarded`)."""
+        origin = delivery.broker_id
+        if origin is not None and broker_id_too_long(origin):
+            return f"its origin broker id has {len(origin.encode()):,} bytes, at most {MAX_BROKER_ID_BYTES}"
+        if isinstance(delivery, decode.ReplicatedMessage):
+            if delivery.mr_id < 0:
+                return f"message id {delivery.mr_id} is negative"
+            why = self._protected(delivery.address, False)
+            if why is not None:
+                return why
+            for queue in delivery.target_queues or ():
+                why = self._protected(queue, True)
+                if why is not None:
+                    return why
+        return None
+
+    def _protected(self, name: str | None, queue: bool) -> str | None:
+        """Why no mirror event may touch the address (or queue) `name`, or None. A source never mirrors
+        the mirror prefix (another data centre's store-and-forward queue lives there), the management
+        address, or an internal or temporary entity; applied here, such an event would act with the
+        broker's own authority on what is not the remote's."""
+        if not name:
+            return None
+        what = "queue" if queue else "address"
+        if name.startswith(wire.MIRROR_ADDRESS_PREFIX):
+            return f"{what} {_said(name)} is under the mirror prefix"
+        if name.startswith(self.server.config.management_address):
+            return f"{what} {_said(name)} is the management address"
+        found = self.server.queues.get(name) if queue else self.server.addresses.get(name)
+        if found is not None and (found.internal or found.temporary):
+            return f"{what} {_said(name)} is {'internal' if found.internal else 'temporary'} here"
+        return None
+
+    def _guarded(
+        self, remote_id: str, kind: str, names: list[tuple[str | None, bool]], internal: bool
+    ) -> bool:
+        """Whether an event naming `names` ((name, is a queue)), or claiming to be `internal`, is refused."""
+        for name, queue in names:
+            why = self._protected(name, queue)
+            if why is not None:
+                self._refuse(remote_id, kind, why)
+                return True
+        if internal:
+            self._refuse(remote_id, kind, f"{_said(str(names[0][0]))} is declared internal")
+            return True
+        return False
+
+    def _refuse(self, remote_id: str, kind: str, why: str) -> None:
+        self.stats["refused"] += 1
+        since = self._due(remote_id, kind)
+        if since is not None:
+            log.warning(
+                "MIR102: mirror from %s: %s not applied: %s; accepted and dropped (a source never sends "
+                "this)%s",
+                remote_id,
+                kind,
+                why,
+                _since(since),
+            )
+
+    def _undecodable(self, remote_id: str, exc: Exception) -> None:
+        self.stats["undecodable"] += 1
+        since = self._due(remote_id, "undecodable")
+        if since is not None:
+            log.warning(
+                "MIR103: mirror from %s: undecodable delivery dropped: %s%s",
+                remote_id,
+                _said(str(exc)),
+                _since(since),
+            )
+
+    def _due(self, remote_id: str, kind: str) -> int | None:
+        return self.said.due(remote_id, kind)
 
     def _check_origin(self, remote_id: str, delivery: decode.MirrorDelivery, trust: OriginTrust) -> None:
         if isinstance(delivery, decode.ReplicatedMessage):
@@ -273,6 +407,8 @@ class MirrorTarget:
             if ev.message_id is None or ev.queue is None:
                 log.warning("mirror from %s: postAck without message id or queue ignored", remote_id)
                 return False
+            if self._guarded(remote_id, kind, [(ev.queue, True)], False):
+                return False
             self.stats["acks"] += 1
             origin = ev.broker_id or remote_id
             counts = self.origins.get(origin) or self.counts(origin)
@@ -285,17 +421,23 @@ class MirrorTarget:
 
         if kind == wire.ADD_ADDRESS:
             info = ev.address_info()
+            if self._guarded(remote_id, kind, [(info.name, False)], info.internal):
+                return False
             if info.name not in srv.addresses:
                 types = {rt.name for rt in info.routing_types} or {MULTICAST}
                 srv.ensure_address(info.name, types, auto_created=info.auto_created, cause=cause)
             return True
         if kind == wire.DELETE_ADDRESS:
             name = ev.address_info().name if ev.body else ev.address
+            if self._guarded(remote_id, kind, [(name, False)], False):
+                return False
             if name and name in srv.addresses:
                 srv.delete_address(name, force=True, cause=cause)
             return True
         if kind == wire.CREATE_QUEUE:
             qc = ev.queue_configuration()
+            if self._guarded(remote_id, kind, [(qc.name, True), (qc.effective_address, False)], qc.internal):
+                return False
             if qc.name not in srv.queues:
                 rt = qc.routing_type.name if qc.routing_type is not None else ANYCAST
                 try:
@@ -313,6 +455,8 @@ class MirrorTarget:
                     log.debug("mirror: createQueue %s ignored: %s", qc.name, exc)
             return True
         if kind == wire.DELETE_QUEUE:
+            if self._guarded(remote_id, kind, [(ev.queue, True)], False):
+                return False
             if ev.queue and ev.queue in srv.queues:
                 srv.delete_queue(ev.queue, cause)
             return True
@@ -322,6 +466,8 @@ class MirrorTarget:
         """Apply one postAck: MATCHED, PENDING (retry it), DUPLICATE or GONE (settled, counted)."""
         srv = self.server
         q = srv.queues.get(queue_name)
+        if q is not None and q.internal:  # never a mirror's to acknowledge on (`_protected`): dropped
+            return DUPLICATE
         if q is None:
             log.warning(
                 "Queue %s not found on mirror target, ignoring ack for message %d", queue_name, message_id
@@ -371,3 +517,22 @@ class MirrorTarget:
             return self.ack(origin, mid, queue, reason, ACK_RETRY)
 
         self.retries.retry_all(apply)
+
+
+def _recordable(key: str) -> bool:
+    return len(key) <= MAX_NAME_BYTES // 4 or len(key.encode()) <= MAX_NAME_BYTES
+
+
+def _kind(delivery: decode.MirrorDelivery) -> str:
+    if isinstance(delivery, decode.ControlEvent):
+        return str(delivery.kind)
+    return "message" if isinstance(delivery, decode.ReplicatedMessage) else "event"
+
+
+def _said(text: str) -> str:
+    """A peer's text in a log line, cut short: a name may be 65,535 bytes long."""
+    return text if len(text) <= SAID_AT_MOST else f"{text[:SAID_AT_MOST]}... ({len(text):,} characters)"
+
+
+def _since(since: int) -> str:
+    return f"; {since} more in the last minute" if since else ""

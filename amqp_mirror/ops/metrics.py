@@ -40,6 +40,14 @@ if TYPE_CHECKING:
     from ..broker import Broker
 
 PREFIX = "amqp_mirror_"
+# mirror_target_events_not_applied: reason label -> the target's counter
+NOT_APPLIED = {
+    "protected": "refused",
+    "undecodable": "undecodable",
+    "untrusted": "untrusted",
+    "unknown": "unknown_events",
+    "error": "errors",
+}
 
 
 def _version() -> str:
@@ -312,6 +320,18 @@ class BrokerCollector(Collector):
                 retries.add_metric([origin], counts.ack_retries)
             never.add_metric([origin], never_by_origin.get(origin, 0))
         yield from (applied, duplicates, retries, never)
+        not_applied = _family(
+            CounterMetricFamily,
+            "mirror_target_events_not_applied",
+            "Deliveries of incoming mirror links dropped or refused, by reason: protected (naming an "
+            "internal, mirror or management address or queue, or an invalid id), undecodable, untrusted "
+            "(an origin its link may not speak for: the link is closed), unknown (event type), error.",
+            ["reason"],
+        )
+        stats = target.stats
+        for reason, key in NOT_APPLIED.items():
+            not_applied.add_metric([reason], stats[key])
+        yield not_applied
         yield _gauge(
             "mirror_target_pending_ack_retries",
             "Acknowledgements waiting to be retried.",
