@@ -113,6 +113,7 @@ TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest
     "mirror/test_dedup_floors.py": "pure",
     "mirror/test_repeated_acks.py": "pure",
     "mirror/test_ack_lookup.py": "pure",
+    "mirror/test_held_messages.py": "pure",
     "mirror/test_hardening_wire.py": "adapter",
     "mirror/test_scripted_peer.py": "adapter",
     "mirror/": "integration",
