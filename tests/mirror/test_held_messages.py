@@ -60,6 +60,19 @@ def status(net: Network) -> dict[str, Any]:
     return t.status()
 
 
+def metric(net: Network, name: str, **labels: str) -> float:
+    """One sample of the broker's Prometheus metrics (`amqp_mirror_` + name), as /metrics serves it."""
+    from amqp_mirror.ops.metrics import BrokerCollector
+    from amqp_mirror.ops.node import Node
+
+    broker = net.brokers["dc2"]
+    for family in BrokerCollector(Node(broker.config, broker)).collect():
+        for sample in family.samples:
+            if sample.name == f"amqp_mirror_{name}" and sample.labels == labels:
+                return float(sample.value)
+    raise AssertionError(f"no metric {name} {labels}")
+
+
 def bodies(net: Network, queue: str) -> list[bytes]:
     return [ref.message.payload for ref in net.server("dc2").queues[queue].messages]
 
@@ -82,6 +95,9 @@ def test_a_message_before_its_queue_is_held_unsettled_then_stored_and_accepted(n
     s = status(net)
     assert (s["held"], s["held_stored"], s["heldNow"], s["messages"], s["unrouted"]) == (1, 1, 0, 1, 0)
     assert s["origins"][SOURCE]["held"] == 1
+    assert metric(net, "mirror_target_held_total", origin=SOURCE) == 1
+    assert metric(net, "mirror_target_holds_ended_total", outcome="stored") == 1
+    assert metric(net, "mirror_target_held_messages") == 0
 
 
 def test_a_queue_made_by_hand_here_releases_what_waited_for_it(net: Network) -> None:
@@ -172,6 +188,7 @@ def test_past_the_hold_timeout_a_message_is_accepted_unstored_and_said(
     net.pump()
     assert net.depth("dc2", "nowhere") == 0
     assert status(net)["held_timed_out"] == 2
+    assert metric(net, "mirror_target_holds_ended_total", outcome="timed_out") == 2
 
 
 def test_at_the_hold_limit_the_link_gets_no_more_credit_until_fewer_are_held(
@@ -183,7 +200,8 @@ def test_at_the_hold_limit_the_link_gets_no_more_credit_until_fewer_are_held(
         held = [client.send_raw(link, message(f"h{i}", i, "later")) for i in range(1, 4)]
         net.pump()
     assert [r.getMessage()[:9] for r in caplog.records] == ["AMQ951021"]
-    assert status(net)["linksWithoutCredit"] == 1
+    assert status(net)["linksWithoutCredit"] == 1 and metric(net, "mirror_target_links_without_credit") == 1
+    assert metric(net, "mirror_target_held_messages") == 3
     for i in range(window // 2 + 10):  # past the point where the credit would be topped up
         client.send_raw(link, message(f"o{i}", 100 + i, "orders"))
         net.pump()
