@@ -264,11 +264,7 @@ class MirrorTarget:
         srv = self.server
         persistence = srv.persistence
         address = m.address
-        if (
-            held is not None
-            and address is not None
-            and ((held.count and held.waiting(address)) or not self._routable(address, m.target_queues))
-        ):
+        if held is not None and address is not None and not self._storable(address, m.target_queues, held):
             held.hold_next(origin, m.mr_id, address)
             # held, so sent again after a restart: the floor persisted for a restart stays below it
             persistence.set_meta_at_flush(recent.meta_key, self._watermark_below_held(recent, origin))
@@ -304,10 +300,11 @@ class MirrorTarget:
             srv.duplicates.remember(address, dup)
         return True
 
-    def _routable(self, address: str, only: tuple[str, ...] | None) -> bool:
-        """Whether a queue here takes a message routed to `address` (each of `only`, when it names them)."""
+    def _storable(self, address: str, only: tuple[str, ...] | None, held: LinkHolding) -> bool:
+        """Whether a message to `address` can be stored now: a queue here takes it (each of `only`, when
+        it names them), and no message to that address is held before it on its link."""
         addr = self.server.addresses.get(address)
-        if addr is None or not addr.queues:
+        if addr is None or not addr.queues or (held.count and held.waiting(address)):
             return False
         if only is None:
             return True
