@@ -52,6 +52,7 @@ class Broker:
         self.listener: Listener | None = None
         self.connections: BrokerConnectionManager | None = None
         self.mirror_target: MirrorTarget | None = None
+        self.mirror_links: MirrorLinks | None = None
         self._retry_timer: asyncio.TimerHandle | None = None
         self._disk_timer: asyncio.TimerHandle | None = None
         self._write_retry: asyncio.TimerHandle | None = None
@@ -152,9 +153,12 @@ class Broker:
 
         management = ManagementService(self.management, authorize, authorize_reply, send_reply)
         self.services.register(server.config.management_address, management)
-        self.services.register_prefix(MIRROR_ADDRESS_PREFIX, MirrorLinks(server, self.mirror_target))
+        self.mirror_links = MirrorLinks(server, self.mirror_target, clock=self.loop.time)
+        self.services.register_prefix(MIRROR_ADDRESS_PREFIX, self.mirror_links)
 
     def _retry_acks(self) -> None:
+        if self.mirror_links is not None:  # first: an ack retry matches a message released just now
+            self.mirror_links.tick()
         if self.mirror_target is not None:
             self.mirror_target.retry_acks()
         self._retry_timer = self.loop.call_later(ACK_RETRY_INTERVAL, self._retry_acks)

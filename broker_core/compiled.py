@@ -72,6 +72,7 @@ MODULES = (
     "connections.outbound",
     "connections.queue_links",
     "mirror.decode",
+    "mirror.holding",
     "mirror.inbound",
     "mirror.shapes",
     "mirror.source",

@@ -496,7 +496,7 @@ class BrokerEndpoint:
         self, link: Link, sl: ServiceLink, delivery_id: int, settled: bool, payload: bytes
     ) -> None:
         sl.service.on_delivery(self, link, sl.state, delivery_id, settled, payload)
-        if link.credit <= sl.credit_low and not link.closed_locally:
+        if link.credit <= sl.credit_low and not link.closed_locally and not sl.paused:
             if self.server.budget.no_room:  # a mirror's events wait too, rather than fill the disk
                 self._replenish(link, sl.credit_window, sl.credit_low, None)
                 return

@@ -13,21 +13,26 @@ comes through one link; a source reconnecting while its old connection lingers i
 connection goes, at the latest after the acceptor's idle timeout).
 
 Every delivery is applied by the `MirrorTarget` and Accepted once what it journalled is durable; the
-Accepted of a whole journal batch costs one callback, not one each. An event of an origin broker the
-link may not speak for (`trust.py`) closes the link instead: nothing of it is applied, and the source
-keeps it.
+Accepted of a whole journal batch costs one callback, not one each. A replicated message no queue here
+takes yet is held on its link, unsettled, until a queue made at its address lets it be stored
+(`holding.py`). An event of an origin broker the link may not speak for (`trust.py`) closes the link
+instead: nothing of it is applied, and the source keeps it.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from broker_core.amqp import errors
 from broker_core.errors import BrokerError, InvalidField, ResourceLocked, Unauthorized
+from broker_core.events import Cause, Observer
 from broker_core.services import Answer
 
 from .attach import mirror_refusal, mirror_target_answer, remote_broker_id, send_permission_refusal
+from .holding import HELD, Holding, LinkHolding
 from .target import UntrustedOrigin
 from .trust import (
     MAX_BROKER_ID_BYTES,
@@ -41,6 +46,7 @@ from .trust import (
 if TYPE_CHECKING:
     from broker_core.amqp.connection import Link, Session
     from broker_core.amqp.performatives import Attach
+    from broker_core.queues import Queue
     from broker_core.server import Server
     from broker_core.services import Peer
 
@@ -54,13 +60,15 @@ MIRROR_CREDIT_WINDOW = 5000
 
 
 class MirrorLink:
-    """One remote broker's mirror link into this broker, and the deliveries awaiting their batch."""
+    """One remote broker's mirror link into this broker, its held messages, and the deliveries
+    awaiting their batch."""
 
-    __slots__ = ("batch", "batch_at", "batch_session", "remote_id", "trust")
+    __slots__ = ("batch", "batch_at", "batch_session", "held", "remote_id", "trust")
 
     def __init__(self, remote_id: str, trust: OriginTrust) -> None:
         self.remote_id = remote_id
         self.trust = trust
+        self.held: LinkHolding | None = None  # set once the link is known (`MirrorLinks.attach`)
         self.batch: list[int] | None = None  # delivery ids whose journal batch is not on disk yet
         self.batch_at = -1  # persistence.flushes when that batch was started
         self.batch_session: Session | None = None
@@ -87,14 +95,30 @@ class LiveLink:
         )
 
 
+class QueuesMade(Observer):
+    """Notes the addresses that got a queue (whatever made it) while messages are held."""
+
+    def __init__(self, holding: Holding) -> None:
+        self.holding = holding
+
+    def queue_added(self, queue: Queue, cause: Cause | None) -> None:
+        if self.holding.count:
+            self.holding.changed.add(queue.address)
+
+
 class MirrorLinks:
     """The `LinkService` registered for the mirror prefix."""
 
-    def __init__(self, server: Server, target: MirrorTarget) -> None:
+    def __init__(
+        self, server: Server, target: MirrorTarget, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.server = server
         self.target = target
+        self.clock = clock
         self.refusals = RefusalLog()
         self.live: dict[str, LiveLink] = {}  # the mirror link of each remote broker, by its id
+        self.holding = target.holding = Holding(target.apply, target.mark_seen)
+        server.add_observer(QueuesMade(self.holding))
 
     def mirrors_to(self, broker_id: str) -> bool:
         """Whether one of this broker's own mirrors goes to `broker_id` (as its link last announced)."""
@@ -138,8 +162,16 @@ class MirrorLinks:
             peer.user or "<anonymous>",
         )
         reply = mirror_target_answer(attach, node_id, handle=0)
-        trust = OriginTrust(remote, node_id, peer.acceptor.mirror_trusted_origins, self.mirrors_to)
-        return Answer(reply, MirrorLink(remote, trust), max(peer.credit_window, MIRROR_CREDIT_WINDOW))
+        acceptor = peer.acceptor
+        trust = OriginTrust(remote, node_id, acceptor.mirror_trusted_origins, self.mirrors_to)
+        state = MirrorLink(remote, trust)
+
+        def settle(session: Session, delivery_id: int, settled: bool, durable: bool) -> None:
+            self._settle(peer, state, session, delivery_id, settled, durable)
+
+        limit, timeout = acceptor.mirror_max_held_messages, acceptor.mirror_hold_timeout / 1000
+        state.held = LinkHolding(peer, link, remote, trust, settle, limit, timeout)
+        return Answer(reply, state, max(peer.credit_window, MIRROR_CREDIT_WINDOW))
 
     def _claim(self, peer: Peer, link: Link, remote: str, address: str) -> None:
         """Take `remote` for this link, or refuse the link: its id too long to key anything by, its remote
@@ -193,14 +225,31 @@ class MirrorLinks:
         assert isinstance(state, MirrorLink)  # never relayed: the prefix is looked up at attach only
         if link.closed_locally:
             return  # refused: what was in flight stays unsettled, and the source sends it again
+        held = state.held
         try:
-            durable = self.target.apply(state.remote_id, payload, state.trust)
+            outcome = self.target.apply(state.remote_id, payload, state.trust, held)
         except UntrustedOrigin as exc:
             self._refuse(peer, link, exc)
             return
+        holding = self.holding
+        if outcome == HELD:
+            assert held is not None
+            holding.hold(held, link.session, delivery_id, settled, payload, self.clock())
+        else:
+            self._settle(peer, state, link.session, delivery_id, settled, bool(outcome))
+        if holding.changed:  # a queue was made: what waited for it is stored now, in order
+            holding.release_changed()
+
+    def tick(self) -> None:
+        """On the broker's retry timer: release, forget and time out held messages (`holding.py`)."""
+        self.holding.tick(self.clock())
+
+    def _settle(
+        self, peer: Peer, state: MirrorLink, session: Session, delivery_id: int, settled: bool, durable: bool
+    ) -> None:
+        """Accept a delivery applied, once what it journalled is on disk (`durable`), or now."""
         if settled:
             return
-        session = link.session
         if not durable:
             peer.accept_later(session, delivery_id)
             return

@@ -5,11 +5,13 @@
 - Messages: deduplicated per origin broker by id (`dedup.RecentIds`: an exact window of recent ids and
   a floor below it that no single id can push ahead; a confirmed watermark is persisted), stored with
   their (origin broker, origin id) identity, routed with the cause "applying from <remote>", so that
-  our own mirror sources do not reflect them.
+  our own mirror sources do not reflect them. A message no queue here would take yet is held on its
+  link, unsettled and not counted as seen, until a queue at its address makes it storable
+  (`holding.py`): a message is Accepted only once stored on the queues it names.
 - postAck: the message is found by identity on the named queue. A postAck applied before (re-sent after
   a reconnect), or whose message was here and is gone (consumed here too), is settled at once and
   counted; one whose message may still come (or is out to a local consumer) is kept as a persisted
-  retry and tried again, a bounded number of times.
+  retry and tried again, a bounded number of times (no attempt counts while its message is held here).
 - Address/queue events: create if missing, delete if present; errors are logged, never refused.
 - What a source never sends is not applied (a hardening beyond Artemis): an event or message naming an
   address or queue under the mirror prefix (a store-and-forward queue: another data centre's events),
@@ -37,6 +39,7 @@ from broker_core.vocabulary import ANYCAST, MULTICAST, AckReason
 
 from . import decode, wire
 from .dedup import RecentAcks, RecentIds
+from .holding import HELD, Holding, LinkHolding
 from .trust import MAX_BROKER_ID_BYTES, OriginTrust, RefusalLog, RemoteBindings, broker_id_too_long
 
 if TYPE_CHECKING:
@@ -53,6 +56,7 @@ MATCHED = 0  # its message was found and acknowledged
 PENDING = 1  # its message may still come, or is out to a local consumer: retry
 DUPLICATE = 2  # applied before: a copy re-sent after a reconnect
 GONE = 3  # its message was here and is no longer on that queue (consumed here as well)
+WAITING = 4  # a retry whose message is held here (holding.py): kept, no attempt counted
 
 # A retried acknowledgement is applied as broker work that no mirror forwards: the event it retries was
 # forwarded, or not, when it first arrived.
@@ -88,6 +92,8 @@ class AckRetries:
             origin, mid, queue = key[len(ACK_RETRY_PREFIX) :].split("|", 2)
             reason = int(self.server.meta.get(key, b"0") or b"0")
             outcome = apply(origin, int(mid), queue, reason)
+            if outcome == WAITING:
+                continue
             if outcome != PENDING:
                 if outcome == MATCHED:
                     self.stats["acks_matched_on_retry"] += 1
@@ -161,9 +167,13 @@ class MirrorTarget:
             "untrusted": 0,  # events refused: their origin is not one their link may speak for
             "refused": 0,  # deliveries not applied: what a source never sends (protected names, ids)
             "undecodable": 0,  # deliveries that do not decode, or whose body has the wrong shape
+            "unrouted": 0,  # messages applied that no queue took (an address whose policy drops them)
         }
         self.said = RefusalLog()  # what was dropped, said once a minute per remote and kind
         self.bindings = RemoteBindings(server.meta, server.set_meta)
+        # The mirror links' held messages (set by the links' service, `inbound.py`); None: nothing is
+        # held, a message no queue takes is dropped (counted in `unrouted`), as Artemis's target does.
+        self.holding: Holding | None = None
         self.dedup: dict[str, RecentIds] = {}
         # per origin broker: messages and acks applied, duplicates dropped, acks kept to retry
         self.origins: dict[str, OriginCounts] = {}
@@ -204,20 +214,30 @@ class MirrorTarget:
 
     def status(self) -> dict[str, Any]:
         never = self.retries.never_matched
+        held = self.holding.held_by_origin if self.holding is not None else {}
         by_origin = {
-            origin: {**c.as_dict(), "acks_never_matched": never.get(origin, 0)}
+            origin: {**c.as_dict(), "acks_never_matched": never.get(origin, 0), "held": held.get(origin, 0)}
             for origin, c in self.origins.items()
         }
         return {
             **self.stats,
             **self.retries.stats,
+            **(self.holding.status() if self.holding is not None else {}),
             "pendingAckRetries": len(self.retries.tries),
             "origins": by_origin,
             "remotes": self.bindings.status(),
         }
 
-    def apply(self, remote_id: str, payload: bytes, trust: OriginTrust | None = None) -> bool:
-        """Apply one delivery from `remote_id`; returns True when it journalled something durable.
+    def apply(
+        self,
+        remote_id: str,
+        payload: bytes,
+        trust: OriginTrust | None = None,
+        held: LinkHolding | None = None,
+    ) -> int:
+        """Apply one delivery from `remote_id`: True when it journalled something durable (Accept it
+        once durable), False (Accept it now), or `HELD`: a message no queue here takes yet, held on
+        its link (`held`, the link's held messages), to be settled when it is stored.
 
         With `trust` (a mirror link's), an event of an origin the link may not speak for raises
         `UntrustedOrigin` before anything of it is applied."""
@@ -236,7 +256,7 @@ class MirrorTarget:
         cause = Cause.applying(remote_id)
         try:
             if isinstance(delivery, decode.ReplicatedMessage):
-                return self._message(remote_id, delivery, cause)
+                return self._message(remote_id, delivery, cause, held)
             if isinstance(delivery, decode.ControlEvent):
                 self.stats["events"] += 1
                 return self._event(remote_id, delivery, cause)
@@ -365,24 +385,37 @@ class MirrorTarget:
 
     # -------------------------------------------------------------------------------- messages
 
-    def _message(self, remote_id: str, m: decode.ReplicatedMessage, cause: Cause) -> bool:
+    def _message(
+        self, remote_id: str, m: decode.ReplicatedMessage, cause: Cause, held: LinkHolding | None
+    ) -> int:
         origin = m.broker_id or remote_id
         recent = self.dedup.get(origin) or self._recent(origin)
         counts = self.origins.get(origin) or self.counts(origin)
-        if recent.seen(m.mr_id):
+        if recent.seen(m.mr_id) and self._duplicate(recent, origin, m.mr_id, held):
             self.stats["duplicates"] += 1
             counts.duplicates += 1
             return False
-        recent.add(m.mr_id)
         srv = self.server
+        persistence = srv.persistence
+        address = m.address
+        if held is not None and address is not None and not self._storable(address, m.target_queues, held):
+            held.hold_next(origin, m.mr_id, address)
+            # held, so sent again after a restart: the floor persisted for a restart stays below it
+            persistence.set_meta_at_flush(recent.meta_key, self._watermark_below_held(recent, origin))
+            return HELD
+        recent.add(m.mr_id)
         # One watermark (and newest id) record per origin per journal batch; recovery also takes the
         # origin ids of the live messages, which covers a batch torn between its messages and these.
-        persistence = srv.persistence
         if recent.batch != persistence.flushes:
             recent.batch = persistence.flushes
-            persistence.set_meta_at_flush(recent.meta_key, recent.watermark)
+            holding = self.holding
+            watermark = (
+                recent.watermark
+                if holding is None or not holding.count
+                else self._watermark_below_held(recent, origin)
+            )
+            persistence.set_meta_at_flush(recent.meta_key, watermark)
             persistence.set_meta_at_flush(recent.newest_key, recent.newest)
-        address = m.address
         if address is None:
             log.warning("mirror from %s: message %d has no address; dropped", remote_id, m.mr_id)
             return True
@@ -393,10 +426,47 @@ class MirrorTarget:
         msg = srv.router.route(
             address, m.payload, view, via_mirror=True, origin=(origin, m.mr_id), only_queues=only, cause=cause
         )
+        if msg is None:
+            self.stats["unrouted"] += 1
+            return True
         dup = duplicate_id(view)
-        if dup is not None and msg is not None:  # a client retrying here after a DR failover is deduped
+        if dup is not None:  # a client retrying here after a DR failover is deduped
             srv.duplicates.remember(address, dup)
         return True
+
+    def _storable(self, address: str, only: tuple[str, ...] | None, held: LinkHolding) -> bool:
+        """Whether a message to `address` can be stored now: a queue here takes it (each of `only`, when
+        it names them), and no message to that address is held before it on its link."""
+        addr = self.server.addresses.get(address)
+        if addr is None or not addr.queues or (held.count and held.waiting(address)):
+            return False
+        if only is None:
+            return True
+        names = {q.name for q in addr.queues}
+        return all(name in names for name in only)
+
+    def _duplicate(self, recent: RecentIds, origin: str, mr_id: int, held: LinkHolding | None) -> bool:
+        """A seen id is a duplicate, except that a held message being released may have fallen below the
+        floor while it waited: then only an exact id, or a copy stored here, is one."""
+        if held is None or held.releasing is None or mr_id in recent.ids or mr_id in recent.ahead:
+            return True
+        return self.server.index.get(origin, mr_id) is not None
+
+    def _watermark_below_held(self, recent: RecentIds, origin: str) -> Callable[[], bytes]:
+        """The watermark to persist while messages of `origin` are held: below the lowest of them, which
+        the source sends again after a restart (everything at or below the watermark counts as seen)."""
+
+        def value() -> bytes:
+            holding = self.holding
+            lowest = holding.lowest(origin) if holding is not None else None
+            confirmed = int(recent.watermark())
+            return str(confirmed if lowest is None else min(confirmed, lowest - 1)).encode()
+
+        return value
+
+    def mark_seen(self, origin: str, mr_id: int) -> None:
+        """A held message settled without being stored: a copy of it sent again is a duplicate."""
+        self._recent(origin).add(mr_id)
 
     # ---------------------------------------------------------------------------------- events
 
@@ -468,6 +538,18 @@ class MirrorTarget:
         q = srv.queues.get(queue_name)
         if q is not None and q.internal:  # never a mirror's to acknowledge on (`_protected`): dropped
             return DUPLICATE
+        holding = self.holding
+        if holding is not None and holding.count:
+            held = holding.find(origin, message_id)
+            if held is not None:
+                if q is None and queue_name == held.address:
+                    # its only queue (anycast or temporary), which no queue here stands for: the source
+                    # consumed it before any queue here could take it
+                    holding.consumed(held)
+                    self._acked(origin).add((queue_name, message_id))
+                    self.stats["acks_message_gone"] += 1
+                    return GONE
+                return PENDING  # a retry, matched once the message is stored
         if q is None:
             log.warning(
                 "Queue %s not found on mirror target, ignoring ack for message %d", queue_name, message_id
@@ -484,11 +566,14 @@ class MirrorTarget:
             srv.outcomes.expire(ref, cause)
         else:
             srv.outcomes.acknowledge(ref, reason, via_mirror=True, cause=cause)
+        self._acked(origin).add((queue_name, message_id))
+        return MATCHED
+
+    def _acked(self, origin: str) -> RecentAcks:
         acked = self.acked.get(origin)
         if acked is None:
             acked = self.acked[origin] = RecentAcks()
-        acked.add((queue_name, message_id))
-        return MATCHED
+        return acked
 
     def _unmatched(self, origin: str, message_id: int, queue_name: str) -> int:
         """A postAck whose message does not wait on its queue: applied before, gone, or still to come."""
@@ -513,8 +598,13 @@ class MirrorTarget:
         if not self.retries.tries:
             return
 
+        holding = self.holding
+
         def apply(origin: str, mid: int, queue: str, reason: int) -> int:
-            return self.ack(origin, mid, queue, reason, ACK_RETRY)
+            outcome = self.ack(origin, mid, queue, reason, ACK_RETRY)
+            if outcome == PENDING and holding is not None and holding.find(origin, mid) is not None:
+                return WAITING
+            return outcome
 
         self.retries.retry_all(apply)
 

@@ -118,6 +118,7 @@ TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest
     "mirror/test_repeated_acks.py": "pure",
     "mirror/test_ack_lookup.py": "pure",
     "mirror/test_source_recovery.py": "pure",
+    "mirror/test_held_messages.py": "pure",
     "mirror/test_hardening_wire.py": "adapter",
     "mirror/test_scripted_peer.py": "adapter",
     "mirror/": "integration",

@@ -30,6 +30,7 @@ from broker_core.histogram import Histogram
 from broker_core.management import BROKER
 from connections.queue_links import QueueLinks
 from filters.wildcard import matcher_for
+from mirror import holding as held_messages
 from mirror.source import MirrorSource
 
 from .node import Node
@@ -48,6 +49,13 @@ NOT_APPLIED = {
     "unknown": "unknown_events",
     "error": "errors",
 }
+# how a held message was settled: the metric's label, the holding's counter
+HOLD_OUTCOMES = (
+    ("stored", held_messages.STORED),
+    ("consumed_at_source", held_messages.CONSUMED),
+    ("timed_out", held_messages.TIMED_OUT),
+    ("link_lost", held_messages.LINK_LOST),
+)
 
 
 def _version() -> str:
@@ -336,6 +344,38 @@ class BrokerCollector(Collector):
             "mirror_target_pending_ack_retries",
             "Acknowledgements waiting to be retried.",
             len(target.retries.tries),
+        )
+        yield _counter(
+            "mirror_target_unrouted",
+            "Messages applied that no queue here took (an address whose policy drops them).",
+            target.stats["unrouted"],
+        )
+        holding = target.holding
+        if holding is None:
+            return
+        held = _family(
+            CounterMetricFamily,
+            "mirror_target_held",
+            "Messages of an origin held: no queue here took them yet (mirror/holding.py).",
+            o,
+        )
+        for origin, n in sorted(holding.held_by_origin.items()):
+            held.add_metric([origin], n)
+        ended = _family(
+            CounterMetricFamily,
+            "mirror_target_holds_ended",
+            "Held messages settled, by how: stored (their queue came), consumed_at_source (acknowledged "
+            "on their only queue, absent here), timed_out (accepted without being stored), link_lost.",
+            ["outcome"],
+        )
+        for outcome, key in HOLD_OUTCOMES:
+            ended.add_metric([outcome], holding.stats[key])
+        yield from (held, ended)
+        yield _gauge("mirror_target_held_messages", "Messages held now, on every mirror link.", holding.count)
+        yield _gauge(
+            "mirror_target_links_without_credit",
+            "Mirror links whose credit is withheld: mirrorMaxHeldMessages messages held on each.",
+            holding.status()["linksWithoutCredit"],
         )
 
     def _links(self, broker: Broker) -> Iterator[Metric]:

@@ -51,6 +51,8 @@ _PARAMS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "multicastPrefix": ("multicast_prefix", _text),
     "connectionsAllowed": ("connections_allowed", lambda t: parse_int(t, minimum=-1)),
     "mirrorTrustedOrigins": ("mirror_trusted_origins", _trusted_origins),
+    "mirrorMaxHeldMessages": ("mirror_max_held_messages", _positive),
+    "mirrorHoldTimeout": ("mirror_hold_timeout", _positive),
 }
 _TLS_PARAMS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "sslEnabled": ("enabled", parse_bool),

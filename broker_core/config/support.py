@@ -652,6 +652,8 @@ _ACCEPTOR: dict[str, Rule] = {
             "multicastPrefix",
             "connectionsAllowed",
             "mirrorTrustedOrigins",  # ours: docs/mirror.md
+            "mirrorMaxHeldMessages",  # ours: docs/mirror.md, held messages
+            "mirrorHoldTimeout",  # ours: docs/mirror.md, held messages
             "sslEnabled",
             "keyStorePath",  # a PEM certificate chain (a Java key store is refused)
             "keyStorePassword",  # the password of the PEM key

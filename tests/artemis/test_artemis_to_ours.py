@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.artemis import support
 from tests.artemis.support import (
     address_names,
     artemis,
@@ -24,7 +25,7 @@ from tests.artemis.support import (
     send_to_queue,
 )
 from tests.peers.artemis import CONNECTED, ArtemisProcess
-from tests.peers.ports import WaitTimeout, free_port, wait_until
+from tests.peers.ports import free_port, wait_until
 from tests.support.broker import BrokerProcess
 from tests.support.client import receive
 
@@ -51,17 +52,7 @@ def pair(
 
 
 def reaches(pair: tuple[ArtemisProcess, BrokerProcess], queue: str, count: int, what: str) -> None:
-    """Wait for our ``queue`` to hold ``count``: generous on a loaded machine (a stall of Artemis's mirror
-    of about 30 s was seen once under CI), and on a timeout what was where on both sides."""
-    source, target = pair
-    try:
-        wait_until(lambda: depth(target, queue) == count, 90, what)
-    except WaitTimeout as exc:
-        backlog = depth(source, "$ACTIVEMQ_ARTEMIS_MIRROR_ours")
-        applied = call(target, "getMirrorStatus")["target"]
-        raise AssertionError(f"{exc}: {depth(target, queue)} here, {depth(source, queue)} on Artemis, "
-                             f"its mirror backlog {backlog}, our target {applied}\n{source.log()[-3000:]}\n"
-                             f"{target.log()[-3000:]}") from exc  # fmt: skip
+    support.reaches(*pair, queue, count, what)
 
 
 def test_sends_reach_us_exactly_once(pair: tuple[ArtemisProcess, BrokerProcess]) -> None:

@@ -99,6 +99,8 @@ OUR_PARAMETERS = {
     "sslKeyPath",
     "sslCaPath",
     "mirrorTrustedOrigins",
+    "mirrorMaxHeldMessages",
+    "mirrorHoldTimeout",
     "doNotOffset",
     "activemqServerName",
 }

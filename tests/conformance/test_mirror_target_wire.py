@@ -204,6 +204,27 @@ def test_replicated_message_is_stored_once_and_removed_by_its_ack(target: Broker
         assert depth(target, "m.q") == 0, "the postAck (body: long id) must remove the message"
 
 
+def test_a_message_before_its_create_queue_is_held_then_stored_and_accepted(target: BrokerProcess) -> None:
+    """What an Artemis source sends under load: the first message of a new queue overtakes the queue's
+    addAddress and createQueue (docs/mirror.md, "Held messages"). It is not Accepted until stored."""
+    with mirror_source(target, "src-held") as client:
+        before = target_stats(target)
+        early = client.send_nowait(replicated("early", 1, "held.addr"))
+        with pytest.raises(TimeoutError):  # over a window, not at an instant
+            client.disposition_of(early, timeout=1.5)
+        assert "held.q" not in queue_names(target)
+        create_queue(client, "held.q", "held.addr")
+        disposition = client.disposition_of(early)
+        assert disposition.state == "accepted" and disposition["settled"] is True
+    assert peek(target, "held.addr", "held.q") == ["early"]
+    after = target_stats(target)
+    assert after["held"] - before["held"] == 1 and after["held_stored"] - before["held_stored"] == 1
+    assert after["heldNow"] == 0 and after["unrouted"] == before["unrouted"]
+    assert "AMQ951050: mirror from src-held: message 1 held: no queue here takes address held.addr" in (
+        target.log()
+    )
+
+
 def test_destination_annotation_and_foreign_origin_identity(target: BrokerProcess) -> None:
     """`x-opt-amq-mr-dst` routes; `x-opt-amq-bkr-id` in the DA makes the identity, not the link's id."""
     with mirror_source(target, "src-relay") as client:

@@ -479,6 +479,30 @@ class MemoryClient:
         self._write()
         return delivery_id
 
+    def mirror_link(self, remote_id: str, name: str = "scripted") -> Link:
+        """Attach a mirror link as the source broker `remote_id` would (a scripted mirror source: its
+        deliveries are raw payloads, sent with `send_raw`, in whatever order a test needs)."""
+        from mirror.attach import mirror_source_attach
+
+        assert self.session is not None, "the client is not connected"
+        link = self.conn.attach(self.session, mirror_source_attach(name, remote_id, f"{name}-{id(self)}"))
+        self._write()
+        self.network.pump()
+        assert link.remote_attach is not None, "the mirror link was not answered"
+        return link
+
+    def send_raw(self, link: Link, payload: bytes) -> int:
+        """One delivery of these exact bytes, unsettled; returns its delivery id (see `settled`)."""
+        assert link.credit > 0, "no credit on the link"
+        self.tag += 1
+        delivery_id = self.conn.send_delivery(link, self.tag.to_bytes(4, "big"), payload, False)
+        self._write()
+        return delivery_id
+
+    def settled(self, delivery_id: int) -> bool:
+        """Whether the broker settled the delivery (with any outcome)."""
+        return delivery_id in self.outcomes
+
     def accepted(self, delivery_id: int) -> bool:
         return isinstance(self.outcomes.get(delivery_id), Accepted)
 
