@@ -25,9 +25,12 @@ queue here; Artemis's own target drops it and answers Accepted. Here it is held 
     is dropped; credit comes back when fewer are held (INFO AMQ951053).
   - `mirrorHoldTimeout` (ms, default 60,000): a message held that long was sent for a queue this
     broker does not have (a temporary queue of the source, or a queue the operator did not create here
-    with `queue-creation="false"`, or one whose creation failed here). It is Accepted without being
-    stored, as Artemis's target does at once, counted and logged (WARN AMQ951052, once a minute per
-    address): holding on would stop the mirror of every other address for one that cannot be stored.
+    with `queue-creation="false"`, or one whose creation failed here). Holding on would stop the mirror
+    of every other address for one that cannot be stored; Artemis's target drops such a message at once.
+    Here it is stored on its address's dead-letter address instead (with its mirror identity), then
+    Accepted: kept for the operator, never lost (WARN AMQ951052, once a minute per address). Without a
+    dead-letter address that has a queue it stays held (WARN AMQ951054), and the link's credit runs out
+    at `mirrorMaxHeldMessages`: the source keeps the rest, nothing is lost, and the log says why.
 Every hold and how each ended is counted; the first hold of each address is logged once (AMQ951050).
 """
 
@@ -58,7 +61,7 @@ HOLD_TIMEOUT_PARAMETER = "mirrorHoldTimeout"
 # how a hold ended (the counters)
 STORED = "held_stored"  # its queue came: applied and Accepted
 CONSUMED = "held_consumed_at_source"  # acknowledged on its one queue before that queue existed here
-TIMED_OUT = "held_timed_out"  # no queue here within the hold timeout: Accepted without being stored
+DEAD_LETTERED = "held_dead_lettered"  # no queue here in the hold timeout: on its dead-letter address
 LINK_LOST = "held_link_lost"  # its link went away: the source sends it again
 
 FIRST_HOLDS_REMEMBERED = 10000  # addresses whose first hold was logged (then forgotten, all at once)
@@ -68,6 +71,8 @@ WARN_INTERVAL = 60.0  # seconds between two timeout lines of one address
 Settle = Callable[["Session", int, bool, bool], None]
 # apply(remote id, payload, trust, holding) -> False / True / HELD: `MirrorTarget.apply`
 Apply = Callable[[str, bytes, OriginTrust, "LinkHolding"], int]
+# dead_letter(remote id, payload) -> the dead-letter address it was stored on, or None: none with a queue
+DeadLetter = Callable[[str, bytes], "str | None"]
 
 
 class HeldMessage:
@@ -190,17 +195,19 @@ class LinkHolding:
 class Holding:
     """Every mirror link's held messages: release, bounds, counters and log lines."""
 
-    def __init__(self, apply: Apply, mark_seen: Callable[[str, int], None]) -> None:
+    def __init__(self, apply: Apply, mark_seen: Callable[[str, int], None], dead_letter: DeadLetter) -> None:
         self.apply = apply
         self.mark_seen = mark_seen  # an id settled without being stored: a copy sent again is a duplicate
+        self.dead_letter = dead_letter  # a message held too long: stored on its dead-letter address
         self.count = 0  # held now, on every link
         self.links: set[LinkHolding] = set()  # the links holding something
         self.by_identity: dict[tuple[str, int], HeldMessage] = {}
         self.changed: set[str] = set()  # addresses that got a queue since the last release
-        self.stats = {"held": 0, STORED: 0, CONSUMED: 0, TIMED_OUT: 0, LINK_LOST: 0}
+        self.stats = {"held": 0, STORED: 0, CONSUMED: 0, DEAD_LETTERED: 0, LINK_LOST: 0}
         self.held_by_origin: dict[str, int] = {}
         self.logged: set[str] = set()  # addresses whose first hold was logged
-        self.timed_out: dict[str, tuple[float, int]] = {}  # address -> (last line, held since then)
+        self.dead_lettered: dict[str, tuple[float, int]] = {}  # address -> (last line, held since then)
+        self.no_dead_letter: dict[str, float] = {}  # address -> when AMQ951054 last said it
 
     # ------------------------------------------------------------------------------- holding
 
@@ -321,7 +328,7 @@ class Holding:
             owner.releasing = None
 
     def tick(self, now: float) -> None:
-        """On a timer: forget the held messages of links gone; accept unstored those held too long."""
+        """On a timer: forget the held messages of links gone; dead-letter those held too long."""
         if self.changed:
             self.release_changed()
         for owner in list(self.links):
@@ -333,29 +340,55 @@ class Holding:
             deadline = now - owner.timeout
             for address, entries in list(owner.by_address.items()):
                 expired = 0
+                stored_on = None
                 while entries and entries[0].since <= deadline:
-                    self._accept_unstored(entries[0], TIMED_OUT)
+                    entry = entries[0]
+                    stored_on = self.dead_letter(owner.remote_id, entry.payload)
+                    if stored_on is None:
+                        self._warn_no_dead_letter(owner, address, now)
+                        break  # it and those behind it stay held
+                    self._end(entry, DEAD_LETTERED)
+                    owner.settle(entry.session, entry.delivery_id, entry.settled, True)
                     expired += 1
-                if expired:
-                    self._warn_timed_out(owner, address, expired, now)
+                if expired and stored_on is not None:
+                    self._warn_dead_lettered(owner, address, stored_on, expired, now)
 
-    def _warn_timed_out(self, owner: LinkHolding, address: str, count: int, now: float) -> None:
-        last, since = self.timed_out.get(address, (0.0, 0))
+    def _warn_dead_lettered(self, owner: LinkHolding, address: str, dla: str, count: int, now: float) -> None:
+        last, since = self.dead_lettered.get(address, (0.0, 0))
         if last and now - last < WARN_INTERVAL:
-            self.timed_out[address] = (last, since + count)
+            self.dead_lettered[address] = (last, since + count)
             return
-        if len(self.timed_out) >= FIRST_HOLDS_REMEMBERED:
-            self.timed_out.clear()
-        self.timed_out[address] = (now, 0)
+        if len(self.dead_lettered) >= FIRST_HOLDS_REMEMBERED:
+            self.dead_lettered.clear()
+        self.dead_lettered[address] = (now, 0)
         log.warning(
-            "AMQ951052: mirror from %s: %d messages for address %s accepted without being stored: no "
-            "queue here took them within %g s (%s); a temporary queue of the source, or a queue not "
-            'created here (queue-creation="false"): create it here to keep what comes next',
+            "AMQ951052: mirror from %s: %d messages for address %s stored on its dead-letter address %s: "
+            "no queue here took them within %g s (%s); a temporary queue of the source, or a queue not "
+            'created here (queue-creation="false"): create it here to keep what comes next there',
             owner.remote_id,
             count + since,
             address,
+            dla,
             owner.timeout,
             HOLD_TIMEOUT_PARAMETER,
+        )
+
+    def _warn_no_dead_letter(self, owner: LinkHolding, address: str, now: float) -> None:
+        last = self.no_dead_letter.get(address, 0.0)
+        if last and now - last < WARN_INTERVAL:
+            return
+        if len(self.no_dead_letter) >= FIRST_HOLDS_REMEMBERED:
+            self.no_dead_letter.clear()
+        self.no_dead_letter[address] = now
+        log.warning(
+            "AMQ951054: mirror from %s: messages for address %s held for over %g s stay held: no queue here "
+            "takes them and there is no dead-letter address with a queue to keep them; create the queue "
+            "here, or a dead-letter address for it (held messages beyond %s=%d stop the link's credit)",
+            owner.remote_id,
+            address,
+            owner.timeout,
+            MAX_HELD_PARAMETER,
+            owner.limit,
         )
 
     def status(self) -> dict[str, int]:

@@ -117,7 +117,7 @@ class MirrorLinks:
         self.clock = clock
         self.refusals = RefusalLog()
         self.live: dict[str, LiveLink] = {}  # the mirror link of each remote broker, by its id
-        self.holding = target.holding = Holding(target.apply, target.mark_seen)
+        self.holding = target.holding = Holding(target.apply, target.mark_seen, target.dead_letter_held)
         server.add_observer(QueuesMade(self.holding))
 
     def mirrors_to(self, broker_id: str) -> bool:

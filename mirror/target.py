@@ -464,6 +464,27 @@ class MirrorTarget:
 
         return value
 
+    def dead_letter_held(self, remote_id: str, payload: bytes) -> str | None:
+        """A message held past mirrorHoldTimeout (no queue here took it): stored on its address's
+        dead-letter address, with its mirror identity, so that it is kept for the operator rather than
+        Accepted and lost; the address it went to, or None (no dead-letter address with a queue: it stays
+        held)."""
+        m = decode.decode_mirror_delivery(payload)  # it decoded when it was held
+        if not isinstance(m, decode.ReplicatedMessage) or m.address is None:
+            return None
+        srv = self.server
+        dla = srv.settings_for(m.address).dead_letter_address
+        target = srv.addresses.get(dla) if dla else None
+        if dla is None or target is None or not target.queues:
+            return None
+        origin = m.broker_id or remote_id
+        self.mark_seen(origin, m.mr_id)
+        view = MessageView(m.payload, m.parts, m.expiry, m.header)
+        srv.router.route(
+            dla, m.payload, view, via_mirror=True, origin=(origin, m.mr_id), cause=Cause.applying(remote_id)
+        )
+        return dla
+
     def mark_seen(self, origin: str, mr_id: int) -> None:
         """A held message settled without being stored: a copy of it sent again is a duplicate."""
         self._recent(origin).add(mr_id)

@@ -53,7 +53,7 @@ NOT_APPLIED = {
 HOLD_OUTCOMES = (
     ("stored", held_messages.STORED),
     ("consumed_at_source", held_messages.CONSUMED),
-    ("timed_out", held_messages.TIMED_OUT),
+    ("dead_lettered", held_messages.DEAD_LETTERED),
     ("link_lost", held_messages.LINK_LOST),
 )
 
@@ -365,7 +365,8 @@ class BrokerCollector(Collector):
             CounterMetricFamily,
             "mirror_target_holds_ended",
             "Held messages settled, by how: stored (their queue came), consumed_at_source (acknowledged "
-            "on their only queue, absent here), timed_out (accepted without being stored), link_lost.",
+            "on their only queue, absent here), dead_lettered (stored on the dead-letter address: no "
+            "queue here in time), link_lost.",
             ["outcome"],
         )
         for outcome, key in HOLD_OUTCOMES:

@@ -107,7 +107,7 @@ class Acceptor(Frozen):
     # ours, beyond Artemis: the (remote, origin) broker ids a mirror link may forward ("*": any)
     mirror_trusted_origins: tuple[tuple[str, str], ...] = ()
     # ours: a mirror link's messages no queue here takes yet are held, up to so many (then its credit is
-    # withheld) and so long (ms; then accepted without being stored, as Artemis does at once)
+    # withheld) and so long (ms; then stored on its dead-letter address, or held on without one)
     mirror_max_held_messages: int = 10000
     mirror_hold_timeout: int = 60000
 

@@ -117,7 +117,7 @@ def test_the_recorded_artemis_source_is_applied_exactly(target: BrokerProcess) -
     replies = len(temporary_addresses())  # one management reply each
     assert status["held_consumed_at_source"] == replies
     assert status["messages"] == recorded_messages - replies
-    assert status["heldNow"] == 0 and status["held_timed_out"] == 0
+    assert status["heldNow"] == 0 and status["held_dead_lettered"] == 0
 
 
 def test_the_recording_says_what_the_spec_did_not() -> None:

@@ -171,24 +171,57 @@ def test_an_ack_on_its_only_queue_settles_a_held_message_never_stored(
     assert client.accepted(again) and status(net)["duplicates"] == 1 and status(net)["heldNow"] == 0
 
 
-def test_past_the_hold_timeout_a_message_is_accepted_unstored_and_said(
+DLA = (
+    '<address name="orders"><anycast><queue name="orders"/></anycast></address>'
+    '<address name="DLA"><anycast><queue name="DLA"/></anycast></address>'
+)
+DLA_SETTINGS = '<address-setting match="#"><dead-letter-address>DLA</dead-letter-address></address-setting>'
+
+
+def test_past_the_hold_timeout_a_message_is_kept_on_the_dead_letter_address(
     net: Network, caplog: pytest.LogCaptureFixture
 ) -> None:
-    client, link = target(net, acceptor_params="mirrorHoldTimeout=2000")
+    """A message no queue here took in time is stored on its address's dead-letter address (with its mirror
+    identity), then Accepted: the mirror of other addresses goes on, and nothing is lost."""
+    client, link = target(net, acceptor_params="mirrorHoldTimeout=2000", addresses=DLA, settings=DLA_SETTINGS)
     sent = [client.send_raw(link, message(f"m{i}", i, "nowhere")) for i in (1, 2)]
     net.pump()
     net.loop.advance(1.5)
     assert not any(client.settled(d) for d in sent)
     with caplog.at_level(logging.WARNING, logger="broker.mirror"):
         net.loop.advance(1.0)
+        net.pump()
     assert all(client.accepted(d) for d in sent)
+    assert net.depth("dc2", "DLA") == 2
+    kept = net.server("dc2").index.get(SOURCE, 1)
+    assert kept is not None and kept.address == "DLA"  # with its identity: a DR reconcile knows it
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("AMQ951052")]
-    assert len(lines) == 1 and "2 messages for address nowhere" in lines[0]
-    client.send_raw(link, create_queue("nowhere", "nowhere"))
+    assert len(lines) == 1, lines
+    assert "2 messages for address nowhere stored on its dead-letter address DLA" in lines[0]
+    again = client.send_raw(link, message("m1", 1, "nowhere"))  # sent again after a lost Accepted
     net.pump()
-    assert net.depth("dc2", "nowhere") == 0
-    assert status(net)["held_timed_out"] == 2
-    assert metric(net, "mirror_target_holds_ended_total", outcome="timed_out") == 2
+    assert client.accepted(again) and net.depth("dc2", "DLA") == 2  # a duplicate: not stored twice
+    assert status(net)["held_dead_lettered"] == 2
+    assert metric(net, "mirror_target_holds_ended_total", outcome="dead_lettered") == 2
+
+
+def test_past_the_hold_timeout_without_a_dead_letter_address_it_stays_held(
+    net: Network, caplog: pytest.LogCaptureFixture
+) -> None:
+    client, link = target(net, acceptor_params="mirrorHoldTimeout=2000")
+    sent = client.send_raw(link, message("m1", 1, "nowhere"))
+    net.pump()
+    with caplog.at_level(logging.WARNING, logger="broker.mirror"):
+        for _ in range(10):  # over ten seconds past the timeout: never Accepted, said once
+            net.loop.advance(1.0)
+            net.pump()
+    assert not client.settled(sent)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("AMQ951054")]
+    assert len(lines) == 1 and "address nowhere" in lines[0], lines
+    assert status(net)["heldNow"] == 1
+    client.send_raw(link, create_queue("nowhere", "nowhere"))  # the operator makes the queue: stored
+    net.pump()
+    assert client.accepted(sent) and net.depth("dc2", "nowhere") == 1
 
 
 def test_at_the_hold_limit_the_link_gets_no_more_credit_until_fewer_are_held(
