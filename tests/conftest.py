@@ -122,6 +122,8 @@ TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest
     "ha/test_ha_states.py": "pure",
     "ha/test_shared_store_files.py": "pure",
     "ha/test_lock_managers.py": "integration",
+    "ha/test_replication_confirmations.py": "adapter",
+    "ha/test_replication_barrier.py": "pure",
     "paging/test_paging_rules.py": "pure",
     "paging/test_page_replay.py": "pure",
     "ops/": "integration",

@@ -2,9 +2,10 @@
 scenarios where they apply): kill -9, SIGSTOP/SIGCONT, clean stops with and without
 failover-on-shutdown, failback, forceFailover, fencing, the lock timeout, and clients that follow.
 
-Traffic goes through the failover client; at the end every send a broker confirmed must be received,
-nothing received may be one never sent, and duplicates are counted (sends cut off are in doubt and are
-not retried here, so there are none).
+Traffic goes through the failover client; at the end every send a broker confirmed must be received and
+nothing received may be one never sent. The first test does not retry the sends the failure leaves in
+doubt (so none is stored twice); the others retry them with their `_AMQ_DUPL_ID`, and each has one
+send stored and then cut off in doubt by the failure, whose retry duplicate detection must store once.
 """
 
 from __future__ import annotations
@@ -19,29 +20,14 @@ from proton import ConnectionException, Message
 
 from connections.cli import Management
 from connections.failover import FailoverConnection, InDoubtError
-from tests.peers.ports import WaitTimeout, wait_until
+from tests.peers.ports import wait_until
 from tests.support.broker import BrokerProcess
 from tests.support.client import receive, send
-from tests.support.ha import shared_pair, traffic_through
-
-FAST = "initialReconnectDelay=10&maxReconnectDelay=200&randomize=false"
-
-
-def failover_uri(*brokers: BrokerProcess) -> str:
-    return f"failover:({','.join(b.url for b in brokers)})?{FAST}"
+from tests.support.ha import FAST, Producer, Relay, failover_uri, shared_pair, stays, traffic_through
 
 
 def active(b: BrokerProcess) -> bool:
     return "is now active" in b.log()
-
-
-def stays(predicate: bool | None, condition, seconds: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    """Assert `condition()` stays false for `seconds` (an absence has no event to wait for)."""
-    try:
-        wait_until(condition, seconds, what)
-    except WaitTimeout:
-        return
-    raise AssertionError(f"{what} happened")
 
 
 def test_kill_9_of_the_primary_the_backup_takes_over_and_the_client_follows(tmp_path: Path) -> None:
@@ -50,7 +36,7 @@ def test_kill_9_of_the_primary_the_backup_takes_over_and_the_client_follows(tmp_
     backup.start()
     confirmed: list[int] = []
     in_doubt: list[int] = []
-    with FailoverConnection(failover_uri(primary, backup)) as conn:
+    with FailoverConnection(failover_uri([primary.url, backup.url])) as conn:
         sender = conn.sender("orders")
         for i in range(100):
             sender.send(Message(body=i, durable=True))
@@ -102,7 +88,7 @@ def test_a_sigstopped_primary_never_makes_two_actives(tmp_path: Path) -> None:
     assert primary.proc is not None
     os.kill(primary.proc.pid, signal.SIGSTOP)
     try:
-        stays(None, lambda: "AMQ221010" in backup.log(), 3.0, "the backup activating beside a paused primary")
+        stays(lambda: "AMQ221010" in backup.log(), 3.0, "the backup activating beside a paused primary")
     finally:
         os.kill(primary.proc.pid, signal.SIGCONT)
     assert [m.body for m in receive(primary.url, "orders", 1)] == ["before"]  # the primary goes on
@@ -115,7 +101,7 @@ def test_a_clean_stop_keeps_the_backup_passive_unless_failover_on_shutdown(tmp_p
     primary.start()
     backup.start()
     assert primary.stop() == 0
-    stays(None, lambda: "AMQ221010" in backup.log(), 2.0, "the backup activating after a clean stop")
+    stays(lambda: "AMQ221010" in backup.log(), 2.0, "the backup activating after a clean stop")
     backup.stop()
 
     primary, backup = shared_pair(
@@ -123,9 +109,8 @@ def test_a_clean_stop_keeps_the_backup_passive_unless_failover_on_shutdown(tmp_p
     )
     primary.start()
     backup.start()
-    traffic_through(
-        failover_uri(primary, backup), lambda: primary.stop(), "shared store, stop with failover-on-shutdown"
-    )
+    journal = [tmp_path / "failing-over" / "shared" / "journal"]
+    traffic_through((primary, backup), primary.stop, "shared store, stop with failover-on-shutdown", journal)
     assert primary.proc is not None and primary.proc.returncode == 0
     assert "AMQ221010" in backup.log()
     assert receive(backup.url, "orders", 10, timeout=1) == []  # each stored once
@@ -153,10 +138,13 @@ def test_failback_under_traffic(tmp_path: Path) -> None:
     primary, backup = shared_pair(tmp_path, backup_options="<restart-backup>true</restart-backup>")
     primary.start()
     backup.start()
-    uri = failover_uri(primary, backup)
-    traffic_through(uri, primary.kill, "shared store, kill -9 of the primary", count=400)
+    journal = [tmp_path / "shared" / "journal"]
+    pair = (primary, backup)
+    traffic_through(pair, primary.kill, "shared store, kill -9 of the primary", journal, count=400)
     primary.ready_text = "AMQ221034"  # it waits for the backup to step down
-    traffic_through(uri, primary.start, "shared store, failback to the restarted primary", count=400)
+    traffic_through(
+        pair, primary.start, "shared store, failback to the restarted primary", journal, count=400
+    )
     wait_until(lambda: "AMQ221007" in primary.log(), 10, "the primary to be active again")
     assert "AMQ221002" in backup.log()
     assert receive(primary.url, "orders", 10, timeout=1) == []  # each stored once
@@ -188,7 +176,8 @@ def test_force_failover_over_management(tmp_path: Path) -> None:
         with Management(primary.url) as management:
             assert management.call("forceFailover", []) is True
 
-    traffic_through(failover_uri(primary, backup), force_failover, "shared store, forceFailover")
+    journal = [tmp_path / "under-traffic" / "shared" / "journal"]
+    traffic_through((primary, backup), force_failover, "shared store, forceFailover", journal)
     assert receive(backup.url, "orders", 10, timeout=1) == []
     backup.stop()
 
@@ -242,29 +231,22 @@ def test_a_client_that_knows_one_server_follows_the_pair(tmp_path: Path) -> None
 
 def test_once_and_only_once_across_a_failover_with_duplicate_detection(tmp_path: Path) -> None:
     """Seed 001 §5: every message carries a unique `_AMQ_DUPL_ID`; a send left in doubt by the failover
-    is sent again with the same id; the broker stores it once. Every message ends up exactly once."""
+    is sent again with the same id; the broker stores it once. One send is stored and then cut off in
+    doubt by the failure every run (the primary's frames to the producer are lost before its kill -9), so
+    its retry finds its id on the backup. Every message ends up exactly once."""
     primary, backup = shared_pair(tmp_path)
     primary.start()
     backup.start()
-    sent, retried = 0, 0
-    with FailoverConnection(failover_uri(primary, backup)) as conn:
-        sender = conn.sender("orders")
-        killer = threading.Thread(
-            target=lambda: (wait_until(lambda: sent >= 150, 30, "sends"), primary.kill())
-        )
-        killer.start()
-        for i in range(400):
-            message = Message(body=i, durable=True, properties={"_AMQ_DUPL_ID": f"order-{i}"})
-            while True:
-                try:
-                    sender.send(message)
-                    break
-                except InDoubtError:
-                    retried += 1  # the same message, the same id: sent again
-            sent += 1
-        killer.join()
+    producer = Producer()
+    with Relay(primary.port) as relay:
+        producer.start(failover_uri([relay.url, backup.url]), range(400))
+        wait_until(lambda: len(producer.confirmed) >= 150, 30, "sends confirmed by the primary")
+        journal = [tmp_path / "shared" / "journal"]
+        cut_off = producer.cut_off_in_doubt([relay], journal, primary.kill, "kill -9 of the primary")
+        producer.join(60)
     got = [m.body for m in receive(backup.url, "orders", 1000, timeout=2)]
-    print(f"once and only once: 400 sent, {retried} retried after a failover, {len(got)} received")
+    print(f"once and only once: 400 sent, {producer.summary()}, {cut_off} cut off, {len(got)} received")
+    producer.check_retried(cut_off)
     assert sorted(got) == list(range(400))  # each exactly once, nothing lost
     backup.stop()
 
