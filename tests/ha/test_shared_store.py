@@ -10,14 +10,20 @@ send stored and then cut off in doubt by the failure, whose retry duplicate dete
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import signal
+import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from proton import ConnectionException, Message
 
+from amqp_mirror.ha import MONITOR
+from broker_core.data_lock import OFD_FLOCK
 from connections.cli import Management
 from connections.failover import FailoverConnection, InDoubtError
 from tests.peers.ports import wait_until
@@ -190,6 +196,61 @@ def test_an_active_server_whose_lock_file_is_fenced_stops_at_once(tmp_path: Path
     os.utime(lock, (later, later))  # what a backup taking over does to a zombie primary
     assert primary.proc is not None and primary.proc.wait(timeout=10) == 1
     assert "AMQ222325" in primary.log() and "Traceback" not in primary.log()
+
+
+@contextlib.contextmanager
+def announcements_held(server_lock: Path) -> Iterator[None]:
+    """A read lock on `server.lock`: a server may read the state byte, but one that writes it (a backup
+    announcing itself active) waits until the lock is let go."""
+    fd = os.open(server_lock, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLK, OFD_FLOCK.pack(fcntl.F_RDLCK, os.SEEK_SET, 0, 0, 0))
+        yield
+    finally:
+        os.close(fd)
+
+
+def waiting_to_write(path: Path) -> bool:
+    """Whether a process waits for a write lock on `path` (a blocked request in /proc/locks)."""
+    inode = os.stat(path).st_ino
+    locks = Path("/proc/locks").read_text().splitlines()
+    return any("->" in line and "WRITE" in line and f":{inode} " in line for line in locks)
+
+
+def test_a_backup_taking_over_fences_a_primary_whose_lock_was_lost(tmp_path: Path) -> None:
+    """The primary's lock is lost while it is paused (SIGSTOP), as on a shared file system whose lock
+    lease ran out; here its lock file is replaced, so the backup's lock on the new one is granted. The
+    backup fences the old primary as it takes the lock (`server.lock`'s mtime moves): the old primary,
+    once it runs again, stops serving by itself, while the backup is held back from so much as writing
+    that it is active (the test holds a read lock on `server.lock`). Then the backup serves, with what the
+    primary had, and still serves seconds later: never two active servers."""
+    primary, backup = shared_pair(tmp_path)
+    primary.start()
+    backup.start()
+    assert send(primary.url, "orders", ["before"]) == 1
+    journal = tmp_path / "shared" / "journal"
+    assert primary.proc is not None and backup.proc is not None
+    pid = primary.proc.pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        with announcements_held(journal / "server.lock"):
+            (journal / "serverlock.1").unlink()  # the paused primary's lock is lost
+            wait_until(lambda: "AMQ221010" in backup.log(), 20, "the backup to take the lock and activate")
+            wait_until(lambda: waiting_to_write(journal / "server.lock"), 10, "the backup to announce itself")
+            os.kill(pid, signal.SIGCONT)
+            try:
+                code = primary.proc.wait(timeout=MONITOR + 8)  # its lock monitor sees the fence
+            except subprocess.TimeoutExpired:
+                raise AssertionError(f"the fenced primary still runs: {primary.log()[-2000:]}") from None
+            assert code == 1
+            assert "AMQ222325" in primary.log() and "fenced" in primary.log()
+            assert backup.proc.poll() is None
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+    stays(lambda: backup.proc.poll() is not None, 3, "the backup stopping")  # it goes on serving
+    assert [m.body for m in receive(backup.url, "orders", 1)] == ["before"]
+    assert backup.stop() == 0
 
 
 def test_a_second_primary_gives_up_after_journal_lock_acquisition_timeout(tmp_path: Path) -> None:
