@@ -126,6 +126,7 @@ TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest
     "ha/test_replication_barrier.py": "pure",
     "paging/test_paging_rules.py": "pure",
     "paging/test_page_replay.py": "pure",
+    "paging/test_page_torn_tail.py": "pure",
     "ops/": "integration",
     "ops/test_log_lines.py": "pure",
     "artemis/": "peers",
