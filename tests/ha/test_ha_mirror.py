@@ -13,7 +13,15 @@ from tests.peers.ports import wait_until
 from tests.peers.zookeeper import Ensemble
 from tests.support.broker import BrokerProcess
 from tests.support.client import receive
-from tests.support.ha import ORDERS, Producer, Relay, failover_uri, journal_of, replicated_pair, shared_pair
+from tests.support.ha import (
+    PAIR_ADDRESSES,
+    InDoubtSend,
+    Producer,
+    failover_uri,
+    journal_of,
+    replicated_pair,
+    shared_pair,
+)
 
 
 def pending(broker: BrokerProcess) -> int:
@@ -27,17 +35,20 @@ def send_all(
 ) -> Producer:
     """Send ids first..last-1 exactly once through the pair (in-doubt sends retried with their
     _AMQ_DUPL_ID). With `kill_with` (the journals whatever serves next writes), SIGKILL the primary
-    midway, with the send then in flight stored there and its outcome cut off: it must be retried."""
-    producer = Producer()
-    with Relay(pair[0].port) as relay:
-        producer.start(failover_uri([relay.url, pair[1].url]), range(first, last))
-        if kill_with is not None:
-            midway = (last - first) // 2
-            wait_until(lambda: len(producer.confirmed) >= midway, 30, "sends")
-            cut_off = producer.cut_off_in_doubt([relay], kill_with, pair[0].kill, "kill -9 of the primary")
-        producer.join(60)
-    if kill_with is not None:
-        producer.check_retried(cut_off)
+    midway, one more send stored there and cut off in doubt (`InDoubtSend`: retried, stored once)."""
+    uri = failover_uri([pair[0].url, pair[1].url])
+    with Producer() as producer:
+        if kill_with is None:
+            producer.start(uri, range(first, last))
+            producer.join(60)
+            return producer
+        with InDoubtSend(pair) as in_doubt:
+            in_doubt.ready(kill_with, "kill -9 of the primary")
+            producer.start(uri, range(first, last))
+            wait_until(lambda: len(producer.confirmed) >= (last - first) // 2, 30, "sends")
+            pair[0].kill()
+            producer.join(60)
+            in_doubt.check()
     return producer
 
 
@@ -73,7 +84,7 @@ def test_a_replicated_data_centre_fails_over_and_the_mirror_carries_on(
     """DC1 a replicated pair (ZooKeeper): its store-and-forward queue is replicated state, and an event
     leaves for DC2 only once the backup has it too; the primary dies mid-stream, the backup carries on
     mirroring. DC2 ends with what DC1 has, in the same order."""
-    dc2 = BrokerProcess(tmp_path / "dc2", name="dc2", xml_kwargs={"addresses": ORDERS}).start()
+    dc2 = BrokerProcess(tmp_path / "dc2", name="dc2", xml_kwargs={"addresses": PAIR_ADDRESSES}).start()
     link = f'uri="tcp://127.0.0.1:{dc2.port}" name="DC2" retry-interval="100"'
     mirror = f"<broker-connections><amqp-connection {link}><mirror/></amqp-connection></broker-connections>"
     dc1, dc1_backup = replicated_pair(tmp_path / "dc1", zookeeper.connect_string, "m1", extra=mirror)

@@ -24,8 +24,8 @@ from tests.support.certs import make_certs
 from tests.support.client import connect, receive, send
 from tests.support.ha import (
     FAST,
+    InDoubtSend,
     Producer,
-    Relay,
     failover_uri,
     journal_of,
     replicated_pair,
@@ -186,22 +186,19 @@ def test_a_paused_primary_confirms_nothing_its_backup_lacks_and_stops_when_it_wa
     """SIGSTOP of the active primary: its ZooKeeper session expires, the backup (synchronized, its stream
     silent past connection-ttl) takes the lock and activates. SIGCONT: the primary finds its backup gone;
     it may not confirm what waited for the backup until it has fenced the backup off, which it cannot
-    (the lock and the activation sequence have moved): it confirms nothing more and halts. The send in
-    flight at the pause is on both servers' disks, its outcome cut off: retried, and stored once."""
+    (the lock and the activation sequence have moved): it confirms nothing more and halts. One more send
+    is on both servers' disks at the pause, its outcome cut off (`InDoubtSend`): retried, stored once."""
     primary, backup = replicated_pair(tmp_path, zookeeper.connect_string, "r6", ttl=1000)
     primary.start()
     backup.start()
     wait_until(lambda: status(primary)["synchronized"] is True, 30, "the backup to synchronize")
     assert primary.proc is not None
     pid = primary.proc.pid
-    producer = Producer()
-    with Relay(primary.port) as relay:
-        producer.start(failover_uri([relay.url, backup.url], NESTED) + "&timeout=60000", range(600))
+    with Producer() as producer, InDoubtSend((primary, backup), NESTED) as in_doubt:
+        in_doubt.ready([journal_of(primary), journal_of(backup)], "SIGSTOP of the primary")
+        producer.start(failover_uri([primary.url, backup.url], NESTED) + "&timeout=60000", range(600))
         wait_until(lambda: len(producer.confirmed) >= 200, 30, "sends confirmed by the primary")
-        journals = [journal_of(primary), journal_of(backup)]
-        cut_off = producer.cut_off_in_doubt(
-            [relay], journals, lambda: os.kill(pid, signal.SIGSTOP), "SIGSTOP"
-        )
+        os.kill(pid, signal.SIGSTOP)
         try:
             wait_until(lambda: "AMQ221010" in backup.log(), 30, "the backup to take over from the paused one")
             confirmed_by_then = len(producer.confirmed)
@@ -210,13 +207,13 @@ def test_a_paused_primary_confirms_nothing_its_backup_lacks_and_stops_when_it_wa
         assert primary.proc.wait(timeout=20) == 1  # it halts on its own once it runs again
         assert "AMQ222325" in primary.log() or "AMQ222330" in primary.log()
         producer.join(60)
+        in_doubt.check()
     assert status(backup)["activationSequence"] == 2
     got = [m.body for m in receive(backup.url, "orders", 1000, timeout=2)]
     print(
         f"SIGSTOP of a replicated primary: {producer.summary()} ({confirmed_by_then} when the backup "
-        f"activated), {cut_off} cut off, {len(got)} received, {len(got) - len(set(got))} duplicates"
+        f"activated), {len(got)} received, {len(got) - len(set(got))} duplicates"
     )
-    producer.check_retried(cut_off)
     assert sorted(got) == list(range(600))  # each exactly once: nothing confirmed was lost
     backup.stop()
 

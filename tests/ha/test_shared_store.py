@@ -29,7 +29,7 @@ from connections.failover import FailoverConnection, InDoubtError
 from tests.peers.ports import wait_until
 from tests.support.broker import BrokerProcess
 from tests.support.client import receive, send
-from tests.support.ha import FAST, Producer, Relay, failover_uri, shared_pair, stays, traffic_through
+from tests.support.ha import FAST, InDoubtSend, Producer, failover_uri, shared_pair, stays, traffic_through
 
 
 def active(b: BrokerProcess) -> bool:
@@ -292,22 +292,21 @@ def test_a_client_that_knows_one_server_follows_the_pair(tmp_path: Path) -> None
 
 def test_once_and_only_once_across_a_failover_with_duplicate_detection(tmp_path: Path) -> None:
     """Seed 001 §5: every message carries a unique `_AMQ_DUPL_ID`; a send left in doubt by the failover
-    is sent again with the same id; the broker stores it once. One send is stored and then cut off in
-    doubt by the failure every run (the primary's frames to the producer are lost before its kill -9), so
-    its retry finds its id on the backup. Every message ends up exactly once."""
+    is sent again with the same id; the broker stores it once. Every run, one more send is stored and
+    then cut off in doubt by the kill -9 (`InDoubtSend`), so a retry finds its id on the backup. Every
+    message ends up exactly once."""
     primary, backup = shared_pair(tmp_path)
     primary.start()
     backup.start()
-    producer = Producer()
-    with Relay(primary.port) as relay:
-        producer.start(failover_uri([relay.url, backup.url]), range(400))
+    with Producer() as producer, InDoubtSend((primary, backup)) as in_doubt:
+        in_doubt.ready([tmp_path / "shared" / "journal"], "kill -9 of the primary")
+        producer.start(failover_uri([primary.url, backup.url]), range(400))
         wait_until(lambda: len(producer.confirmed) >= 150, 30, "sends confirmed by the primary")
-        journal = [tmp_path / "shared" / "journal"]
-        cut_off = producer.cut_off_in_doubt([relay], journal, primary.kill, "kill -9 of the primary")
+        primary.kill()
         producer.join(60)
+        in_doubt.check()
     got = [m.body for m in receive(backup.url, "orders", 1000, timeout=2)]
-    print(f"once and only once: 400 sent, {producer.summary()}, {cut_off} cut off, {len(got)} received")
-    producer.check_retried(cut_off)
+    print(f"once and only once: 400 sent, {producer.summary()}, {len(got)} received")
     assert sorted(got) == list(range(400))  # each exactly once, nothing lost
     backup.stop()
 

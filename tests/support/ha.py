@@ -31,6 +31,10 @@ ZOOKEEPER = "org.apache.activemq.artemis.lockmanager.zookeeper.CuratorDistribute
 FILE_LOCKS = "org.apache.activemq.artemis.lockmanager.file.FileBasedLockManager"
 CLUSTER = "<cluster-user>cluster</cluster-user><cluster-password>cluster-secret</cluster-password>"
 ORDERS = '<address name="orders"><anycast><queue name="orders"/></anycast></address>'
+IN_DOUBT = "orders.in-doubt"  # the queue of `InDoubtSend`'s messages: nothing takes them but its check
+PAIR_ADDRESSES = (
+    ORDERS + f'<address name="{IN_DOUBT}"><anycast><queue name="{IN_DOUBT}"/></anycast></address>'
+)
 
 
 def ha_xml(role: str, other_port: int, options: str = "") -> str:
@@ -55,7 +59,7 @@ def shared_pair(
             home / name,
             name=name,
             port=port,
-            xml_kwargs={"addresses": ORDERS, "extra": ha_xml(role, other, options) + extra},
+            xml_kwargs={"addresses": PAIR_ADDRESSES, "extra": ha_xml(role, other, options) + extra},
             ready_text="AMQ221007" if role == "primary" else "passive on",
         )
         b.write_config()
@@ -125,7 +129,7 @@ def replicated_pair(
                 name=name,
                 port=port,
                 xml_kwargs={
-                    "addresses": ORDERS,
+                    "addresses": PAIR_ADDRESSES,
                     "extra": policy + connectors + CLUSTER + extra,
                     "acceptor_params": acceptor,
                 },
@@ -318,7 +322,14 @@ class Producer:
         self.stop = threading.Event()  # a failed test must not leave it retrying for ever
         self.errors: list[BaseException] = []
         self._thread: threading.Thread | None = None
-        self._before_next_send: Callable[[int], None] | None = None  # run once, between two sends
+        self._hold: tuple[int, Sequence[Relay]] | None = None  # (from which body, relays): see hold_at
+        self._held: list[int] = []  # the body sent first once the relays held
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
 
     def id_of(self, body: int) -> str:
         return f"{self.run}-{body:08d}"  # fixed width: no id is a prefix of another
@@ -352,9 +363,12 @@ class Producer:
         sender = conn.sender(self.address)
         for body in bodies:
             message = Message(body=body, durable=True, properties={"_AMQ_DUPL_ID": self.id_of(body)})
-            before, self._before_next_send = self._before_next_send, None
-            if before is not None:
-                before(body)
+            hold = self._hold
+            if hold is not None and body >= hold[0]:
+                self._hold = None
+                for relay in hold[1]:
+                    relay.hold()  # between two sends: this one's outcome is lost whatever comes
+                self._held.append(body)
             self.sending = body
             while not self.stop.is_set():
                 try:
@@ -368,31 +382,64 @@ class Producer:
             if self.stop.is_set():
                 return
 
-    def cut_off_in_doubt(
-        self, relays: Sequence[Relay], journals: Sequence[Path], act: Callable[[], object], what: str
-    ) -> int:
-        """Make `act()` (a failure) leave a send in doubt that the broker has stored: between two sends,
-        hold back the brokers' frames on the producer's connections (`relays`), so that the next send's
-        outcome is lost whatever comes; wait until that send is in every one of `journals` (whatever
-        serves next), then act. Returns its body, which must then be retried, and stored once."""
-        cut: list[int] = []
+    def hold_at(self, relays: Sequence[Relay], body: int = 0) -> None:
+        """Before the first send of `body` or a later one, hold back the brokers' frames on the producer's
+        connections through `relays`: that send's outcome is lost, whatever the broker does."""
+        self._hold = (body, relays)
 
-        def hold(body: int) -> None:
-            for relay in relays:
-                relay.hold()
-            cut.append(body)
-
-        self._before_next_send = hold
-        wait_until(lambda: bool(cut), 30, f"the producer's next send, before {what}")
-        body = cut[0]
+    def wait_held_and_stored(self, journals: Sequence[Path], what: str) -> int:
+        """Wait for the send held back (`hold_at`) to be in every one of `journals`, unconfirmed: from
+        then on a failure leaves it in doubt, stored. Its body."""
+        wait_until(lambda: bool(self._held), 30, f"the producer's next send, before {what}")
+        body = self._held[0]
         wait_until(lambda: journal_holds(journals, self.id_of(body)), 30, f"send {body} to be stored")
         assert self.sending == body and body not in self.confirmed, self.summary()
-        act()
         return body
 
     def check_retried(self, body: int) -> None:
         """The send cut off in doubt was sent again (and, a test checks, stored once)."""
         assert body in self.retried, f"the send of {body} left in doubt was never retried: {self.retried}"
+
+
+class InDoubtSend:
+    """One send stored by the active server and then cut off in doubt by a failure, every run: a producer
+    of its own, on a failover client through relays in front of the pair, sends a first message (0) to
+    `IN_DOUBT`, then a second (1) with the brokers' frames held back, until it is in `journals` (whatever
+    serves next): `ready`. The failure that comes next leaves the client in doubt, and it sends the
+    second again with its `_AMQ_DUPL_ID` to whichever server serves then: duplicate detection must store
+    it once, which `check` counts (it fails with duplicate detection off)."""
+
+    def __init__(self, pair: tuple[BrokerProcess, BrokerProcess], nested: str = "") -> None:
+        self.relays = [Relay(broker.port) for broker in pair]
+        self.uri = failover_uri([broker.url for broker in pair], nested)
+        self.relayed = failover_uri([relay.url for relay in self.relays], nested)
+        self.producer = Producer(IN_DOUBT)
+
+    def __enter__(self) -> InDoubtSend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.producer.stop.set()
+        for relay in self.relays:
+            relay.close()
+
+    def ready(self, journals: Sequence[Path], what: str) -> None:
+        self.producer.hold_at(self.relays, 1)
+        self.producer.start(self.relayed, range(2))
+        self.producer.wait_held_and_stored(journals, what)
+
+    def check(self, seconds: float = 30) -> None:
+        """The send cut off was retried, and each message is stored once (drained through the pair)."""
+        self.producer.join(seconds)
+        self.producer.check_retried(1)
+        got: list[int] = []
+        with FailoverConnection(self.uri) as conn:
+            receiver = conn.receiver(IN_DOUBT)
+            with contextlib.suppress(ReceiveTimeout):
+                while True:
+                    got.append(receiver.receive(timeout=1).body)
+                    receiver.accept()
+        assert got == [0, 1], f"stored and retried in doubt, then found {got}: {self.producer.summary()}"
 
 
 TRAFFIC_SECONDS = 45.0  # a traffic run's wait for its last message: two fit in the 120 s test timeout
@@ -430,14 +477,10 @@ class Traffic:
 
 class FailoverTraffic:
     """A producer (`Producer`: each message once, by duplicate detection) and a consumer, each on its
-    own failover client and thread, until `count` distinct messages are received. The producer may go
-    through relays (`producer_uri`), so that a test can cut a send off in doubt."""
+    own failover client and thread, until `count` distinct messages are received."""
 
-    def __init__(
-        self, uri: str, count: int, address: str = "orders", producer_uri: str | None = None
-    ) -> None:
+    def __init__(self, uri: str, count: int, address: str = "orders") -> None:
         self.uri, self.count, self.address = uri, count, address
-        self.producer_uri = producer_uri or uri
         self.producer = Producer(address)
         self.traffic = Traffic(self.producer)
         self._threads = [
@@ -505,24 +548,22 @@ def traffic_through(
     seconds: float = TRAFFIC_SECONDS,
 ) -> Traffic:
     """Run `count` messages through the failover client while `act()` fails the pair over (once a third
-    are confirmed). Both clients go through relays, which lose the brokers' frames from just before the
-    failure: the send then in flight is stored in `journals` (whatever serves next) and cut off in doubt
-    (`Producer.cut_off_in_doubt`), and the consumer cannot have taken it before the failure. Asserts every
-    message was received, nothing never sent was, a message came twice only after an accept left in
-    doubt; and the send cut off was retried and received once: stored once, by duplicate detection. The
-    counts are printed. `seconds` bounds the wait for the last message (its own diagnostic, inside the
-    test timeout)."""
-    with Relay(pair[0].port) as first, Relay(pair[1].port) as second:
-        uri = failover_uri([first.url, second.url], nested)
-        with FailoverTraffic(uri, count) as running:
-            wait_until(lambda: running.traffic.sent >= count // 3, 30, f"sends before {what}")
-            cut_off = running.producer.cut_off_in_doubt((first, second), journals, act, what)
-            seen = running.join(timeout=seconds)
-    print(f"{what}: {seen.summary()}; {cut_off} was stored, then cut off in doubt")
+    are confirmed), with one more send stored in `journals` (whatever serves next) and cut off in doubt
+    by the failure (`InDoubtSend`). Asserts every message was received, nothing never sent was, a message
+    came twice only after an accept left in doubt, and the send cut off was retried and stored once. The
+    counts are printed. `seconds` bounds the wait for the last message (its own diagnostic, well inside
+    the test timeout)."""
+    uri = failover_uri([broker.url for broker in pair], nested)
+    with InDoubtSend(pair, nested) as in_doubt, FailoverTraffic(uri, count) as running:
+        in_doubt.ready(journals, what)
+        wait_until(lambda: running.traffic.sent >= count // 3, 30, f"sends before {what}")
+        act()
+        seen = running.join(timeout=seconds)
+        in_doubt.check()
+    print(
+        f"{what}: {seen.summary()}; and a send stored, then cut off in doubt: {in_doubt.producer.summary()}"
+    )
     check_traffic(seen, count)
-    seen.producer.check_retried(cut_off)
-    copies = seen.received.count(cut_off)
-    assert copies == 1, f"{cut_off}, stored and then retried, was received {copies} times: {seen.summary()}"
     return seen
 
 
@@ -530,8 +571,8 @@ def check_traffic(seen: Traffic, count: int) -> None:
     """Every message received, nothing never sent; a message came twice only if the connection it was
     first taken on was lost (its accept may not have reached the broker: at-least-once delivery). That
     bound cannot tell a message *stored* twice (a retried send) from a redelivery around the failure:
-    `traffic_through` checks the one it cut off exactly, and the producer-only tests, drained at the
-    end, count stored copies exactly."""
+    `InDoubtSend` counts the copies of the one it cut off exactly, and the producer-only tests, drained
+    at the end, count stored copies exactly."""
     assert sorted(set(seen.received)) == list(range(count)), seen.summary()
     for body in seen.redelivered():
         assert seen.first_taken_on[body] < seen.last_connection, (body, seen.summary())
