@@ -382,7 +382,7 @@ class Producer:
             if self.stop.is_set():
                 return
 
-    def hold_at(self, relays: Sequence[Relay], body: int = 0) -> None:
+    def hold_at(self, relays: Sequence[Relay], body: int) -> None:
         """Before the first send of `body` or a later one, hold back the brokers' frames on the producer's
         connections through `relays`: that send's outcome is lost, whatever the broker does."""
         self._hold = (body, relays)
