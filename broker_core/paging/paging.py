@@ -629,7 +629,16 @@ class Paging(Observer):
             if self.persistence.enabled:
                 self.persistence.persist(PageRemoved(seq))
             return
+        size = path.stat().st_size
         file = PageFile.reopen(path, seq, written.end, sync)
+        if size > written.end:  # appended, and the crash came before the journal batch committing it
+            self.log.warning(
+                "page %s of address %s: cut %d bytes after offset %d (written, never committed)",
+                path.name,
+                written.address,
+                size - written.end,
+                written.end,
+            )
         if file.end < written.end:
             self.log.error(
                 "AMQ222187: page %s of address %s is shorter than committed (%d of %d bytes)",

@@ -15,7 +15,7 @@ import pytest
 
 from mirror import wire
 from tests.support.paging import body_of, drain, pages, settings
-from tests.support.pair import Network
+from tests.support.pair import MemoryClient, Network
 
 
 @pytest.fixture
@@ -202,3 +202,61 @@ def test_a_mirrored_acknowledgement_finds_its_message_in_a_page(net: Network) ->
     assert stats.get("ack_retries", 0) == 0  # every ack matched at once, none waited to be retried
     net.pump()
     assert pages(net, "dc2") == []
+
+
+def read_back_windows(net: Network, client: MemoryClient, count: int) -> list[tuple[int, int]]:
+    """Drain the queue one message at a time; each time it runs dry with messages still paged, the
+    number of references and bytes it read back from its pages at once (what its memory then holds)."""
+    queue = net.server("dc1").queues["orders"]
+    in_memory = queue.depth - queue.paged
+    assert len(client.receive("orders", in_memory)) == in_memory  # what never paged
+    assert not queue.messages and queue.paged > 0
+    windows: list[tuple[int, int]] = []
+    taken = in_memory
+    while taken < count:
+        dry, paged = not queue.messages, queue.paged
+        assert len(client.receive("orders", 1)) == 1
+        taken += 1
+        if dry:
+            read = paged - queue.paged
+            held = [ref.message for ref in queue.messages]
+            assert len(held) == read - 1  # one of them went to the consumer
+            windows.append((read, sum(len(m.payload) for m in held)))
+    return windows
+
+
+def test_a_queue_reads_back_at_most_max_read_page_messages_at_a_time(net: Network) -> None:
+    net.broker("dc1", persistence=True, settings=settings(max_size=2_000, read=7))
+    net.start_all()
+    client = net.client("dc1")
+    for i in range(100):
+        client.send("orders", f"m{i:03d}-" + "x" * 50)
+    net.pump()
+    paged = net.server("dc1").queues["orders"].paged
+    windows = [read for read, _ in read_back_windows(net, client, 100)]
+    assert windows == [7] * (paged // 7) + ([paged % 7] if paged % 7 else [])
+
+
+def test_a_queue_reads_back_at_most_max_read_page_bytes_at_a_time(net: Network) -> None:
+    window = 1_000
+    limits = f"""<address-setting match="orders">
+      <max-size-bytes>2000</max-size-bytes>
+      <page-size-bytes>8000</page-size-bytes>
+      <max-read-page-bytes>{window}</max-read-page-bytes>
+    </address-setting>"""
+    net.broker("dc1", persistence=True, settings=limits)
+    net.start_all()
+    client = net.client("dc1")
+    for i in range(100):
+        client.send("orders", f"m{i:03d}-" + "x" * 150)
+    net.pump()
+    queue = net.server("dc1").queues["orders"]
+    sizes = {len(ref.message.payload) for ref in queue.messages}
+    assert len(sizes) == 1  # every message costs the same
+    size = sizes.pop()
+    per_window = -(-window // size)  # a read stops once the window is used up: the last one crosses it
+    paged = queue.paged
+    windows = read_back_windows(net, client, 100)
+    full, rest = divmod(paged, per_window)
+    assert [read for read, _ in windows] == [per_window] * full + ([rest] if rest else [])
+    assert all(held <= window for _, held in windows)  # in memory besides the one delivered
