@@ -360,11 +360,8 @@ def browse(args: argparse.Namespace) -> int:
             return 0
         for item in items:
             print(_browse_line(item))
-        first = (args.page - 1) * args.count
-        print(
-            f"{len(items)} of {total} messages in {args.queue} shown"
-            + (f" (from the {first + 1}th)" if first else "")
-        )
+        page = f" (page {args.page})" if args.page > 1 else ""
+        print(f"{len(items)} of {total} messages in {args.queue} shown{page}")
         return 0
 
     return _run(args, body)
@@ -401,7 +398,7 @@ def _browse_line(item: dict[str, Any]) -> str:
             props.update({k.removeprefix("applicationProperties."): v for k, v in values.items()})
     text = item.get("text")
     shown = "(body not available)" if text is None else json.dumps(text)
-    extras = " ".join(f"{k}={json.dumps(v)}" for k, v in props.items())
+    extras = " ".join(f"{k}={json.dumps(v)}" for k, v in sorted(props.items()))
     return f"message {item['messageID']}: {'durable' if item.get('durable') else 'non-durable'} {shown}" + (
         f" {extras}" if extras else ""
     )

@@ -161,15 +161,20 @@ def _body(view: MessageView) -> tuple[int, str]:
             continue
         value = section_value(view.payload, start)
         if code == DATA:
-            raw = value if isinstance(value, bytes) else b""
-            return BYTES_TYPE, raw.decode("utf-8", "backslashreplace")
+            return BYTES_TYPE, _readable(value if isinstance(value, bytes) else b"")
         if code == SEQUENCE:
             return STREAM_TYPE, str(jsonable(value))
         if isinstance(value, str):
             return TEXT_TYPE, value
         if isinstance(value, bytes):
-            return BYTES_TYPE, value.decode("utf-8", "backslashreplace")
+            return BYTES_TYPE, _readable(value)
         if isinstance(value, dict):
             return MAP_TYPE, "{" + ", ".join(f"{k}={v}" for k, v in jsonable(value).items()) + "}"
         return DEFAULT_TYPE, "" if value is None else str(jsonable(value))
     return DEFAULT_TYPE, ""
+
+
+def _readable(raw: bytes) -> str:
+    """Binary as text a terminal shows safely: UTF-8 where it is, `\\xNN` for other bytes and controls."""
+    text = raw.decode("utf-8", "backslashreplace")
+    return "".join(c if c.isprintable() or c in "\n\t" else f"\\x{ord(c):02x}" for c in text)

@@ -135,6 +135,7 @@ TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest
     "paging/test_large_deliveries.py": "integration",
     "ops/": "integration",
     "ops/test_log_lines.py": "pure",
+    "ops/test_management_parity.py": "peers",
     "artemis/": "peers",
     "spark_dr/": "spark",
     "spark_dr/test_artemis_export.py": "pure",
