@@ -169,9 +169,9 @@ def test_queue_create_move_purge_delete(broker: BrokerProcess) -> None:
     moved = as_json(cli(broker, "queue", "move", "orders", "--to", "work", "--count", "4", "--json"))
     assert moved == {"queue": "orders", "to": "work", "moved": 4}
     assert (depth(broker, "orders"), depth(broker, "work")) == (6, 4)
-    assert [m.body for m in receive(broker.url, "jobs::work", 1, user="admin", password="secret", accept=None)] == [
-        "message 1"
-    ]  # the oldest moved first, received as an ordinary message (then released back)
+    assert [
+        m.body for m in receive(broker.url, "jobs::work", 1, user="admin", password="secret", accept=None)
+    ] == ["message 1"]  # the oldest moved first, received as an ordinary message (then released back)
     assert ok(cli(broker, "queue", "purge", "orders")) == "queue orders: 6 messages removed\n"
     assert depth(broker, "orders") == 0
     with connect(broker.url, "admin", "secret") as conn:
