@@ -50,6 +50,7 @@ class BuildWithHotPath(build_py):
         if getattr(self, "editable_mode", False):
             return
         package = Path(self.build_lib) / "broker_core"
+        shutil.rmtree(package / "_mypyc", ignore_errors=True)  # an earlier build's, in a reused build tree
         reason = why_not_compiled()
         if reason is None:
             _say("compiling the hot path with mypyc (a few minutes on two cores) ...")
@@ -78,4 +79,16 @@ class MaybeCompiled(Distribution):
         return why_not_compiled() is None
 
 
-setup(cmdclass={"build_py": BuildWithHotPath}, distclass=MaybeCompiled)
+# The documentation installs beside the command, in <prefix>/share/doc/amqp-mirror (a virtual environment's
+# prefix: no Python version in the path), where the systemd unit's Documentation= points.
+DOCS = sorted(str(p.relative_to(HERE)) for p in (HERE / "docs").glob("*.md"))
+
+setup(
+    cmdclass={"build_py": BuildWithHotPath},
+    distclass=MaybeCompiled,
+    data_files=[
+        ("share/doc/amqp-mirror", ["README.md"]),  # its links: docs/..., deploy/README.md
+        ("share/doc/amqp-mirror/docs", DOCS),
+        ("share/doc/amqp-mirror/deploy", ["deploy/README.md"]),
+    ],
+)
