@@ -47,8 +47,9 @@ class Installation:
 
 
 def clean_env(extra: dict[str, str] | None) -> dict[str, str]:
-    """The user's environment: no PYTHONPATH pointing into the repository (the install must stand alone)."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    """The user's environment: no PYTHONPATH pointing into the repository (the install must stand alone),
+    nor the test runs' switch of the compiled hot path."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AMQP_MIRROR_COMPILED")}
     env.update(extra or {})
     return env
 
