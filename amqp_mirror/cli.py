@@ -294,6 +294,10 @@ def parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_status)
 
+    from . import admin
+
+    admin.add_commands(command)
+
     from spark_dr import cli as dr_cli  # imports pyspark only when a DR command runs
 
     p = command("journal", "journal tools (no Spark needed)")

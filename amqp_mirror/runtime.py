@@ -17,7 +17,7 @@ from broker_core.journal.errors import JournalError
 
 from .broker import Broker
 from .ha import EXIT_REJOIN, HaController, uses_ha
-from .ops import status
+from .ops import status, users
 from .ops.node import Node
 from .ops.service import Operations
 
@@ -55,6 +55,7 @@ def run(configs: list[BrokerConfig]) -> int:
     def prepare(broker: Broker) -> None:
         broker.turn.on_fatal = on_fatal
         broker.on_started.append(status.install)  # `amqp-mirror status` asks it (getBrokerStatus)
+        broker.on_started.append(users.install)  # addUser, ..., reloadConfigurationFile
 
     controllers = [HaController(c, loop, on_exit, prepare) for c in configs if uses_ha(c)]
     brokers = [Broker(c, loop) for c in configs if not uses_ha(c)]

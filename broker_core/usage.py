@@ -88,6 +88,7 @@ class Usage:
 
     __slots__ = (
         "address",
+        "blocks",
         "budget",
         "bytes",
         "dropped",
@@ -98,6 +99,7 @@ class Usage:
         "policy",
         "read_bytes",
         "read_messages",
+        "refused",
         "reject_threshold",
         "store",
         "waiters",
@@ -127,6 +129,8 @@ class Usage:
         self.messages = 0
         self.paged = 0  # references in page files not yet read back, over all the address's queues
         self.dropped = 0  # messages dropped by the DROP policy
+        self.refused = 0  # sends refused by the FAIL policy (or BLOCK's reject threshold)
+        self.blocks = 0  # times BLOCK held the address's producers
         self.store: object | None = None  # the address's page store while it has one (paging/)
         self.waiters: list[Waiter] = []
 
@@ -176,6 +180,7 @@ class Usage:
         """`waiter()` once producers to this address may be given credit again (and maybe earlier: a
         waiter checks again)."""
         if not self.waiters and self.policy == "BLOCK" and self.over(0):
+            self.blocks += 1
             log.warning(
                 "AMQ222183: Blocking message production on address '%s'; size=%d bytes (%d messages); "
                 "maxSize=%d bytes (%d messages)",

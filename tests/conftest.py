@@ -139,6 +139,7 @@ TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest
     "paging/test_page_torn_tail.py": "pure",
     "ops/": "integration",
     "ops/test_log_lines.py": "pure",
+    "ops/test_management_parity.py": "peers",
     "artemis/": "peers",
     "spark_dr/": "spark",
     "spark_dr/test_artemis_export.py": "pure",

@@ -6,9 +6,10 @@ or Artemis's Prometheus plugin (so a file written for Artemis serves Prometheus 
 (Artemis's logging or simple plugin) is not implemented yet: an error, as is a property not read here.
 Its properties: `host` and `port` of the HTTP endpoint, `queues` (comma-separated address-match patterns
 naming the queues whose depth and age are exported, none by default: queue labels must stay bounded),
-`max-queues` (a cap on them whatever the patterns match), `mirror-rpo-seconds` (the recovery point
-objective the alert rules hold each mirror to, exported with the metrics) and `mirror-behind-seconds`
-(when a mirror is logged as falling behind).
+`max-queues` (a cap on them whatever the patterns match), `addresses` and `max-addresses` (the same for
+the per-address series: memory, paging, full-policy actions, unrouted messages), `mirror-rpo-seconds`
+(the recovery point objective the alert rules hold each mirror to, exported with the metrics) and
+`mirror-behind-seconds` (when a mirror is logged as falling behind).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ _PROPERTIES: dict[str, Callable[[str], Any]] = {
     "port": lambda text: parse_int(text, minimum=0, maximum=65535),
     "queues": str,
     "max-queues": lambda text: parse_int(text, minimum=0),
+    "addresses": str,
+    "max-addresses": lambda text: parse_int(text, minimum=0),
     "mirror-rpo-seconds": lambda text: _seconds(text),
     "mirror-behind-seconds": lambda text: _seconds(text),
 }

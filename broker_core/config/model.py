@@ -423,6 +423,8 @@ class MetricsSettings(Frozen):
     port: int = 9404
     queues: str = ""  # comma-separated address-match patterns of queue names; none by default
     max_queues: int = 100
+    addresses: str = ""  # the same, for per-address series (memory, paging, full-policy actions)
+    max_addresses: int = 100
     mirror_rpo_seconds: float = 60.0  # what the alerts hold a mirror's oldest pending event to
     mirror_behind_seconds: float = 10.0  # a mirror whose oldest pending event is older: logged as behind
 

@@ -96,6 +96,11 @@ class Paging(Observer):
 
     # ------------------------------------------------------------------------------ routing
 
+    def bytes_of(self, address: str) -> int:
+        """Bytes of the address's page files."""
+        store = self.stores.get(address)
+        return sum(page.file.end for page in store.pages.values()) if store is not None else 0
+
     def admit(self, usage: Usage, cost: int) -> Admission:
         """What to do with a message of `cost` bytes for an address that pages or is over a limit."""
         store = self._store(usage)

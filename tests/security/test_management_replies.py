@@ -18,10 +18,10 @@ import pytest
 from proton import Message, Timeout
 
 from connections.cli import request
-from tests.ha.test_shared_store import stays
 from tests.peers.ports import free_port
 from tests.support.broker import BrokerProcess
 from tests.support.client import connect, send
+from tests.support.ha import stays
 
 SNF = "$ACTIVEMQ_ARTEMIS_MIRROR_dc2"
 NOT_ALLOWED = "amqp:not-allowed"
@@ -132,7 +132,7 @@ def test_an_admin_reply_never_enters_the_store_and_forward_queue(broker: BrokerP
     assert outcome(broker, "admin", "secret", SNF) == (
         f"rejected {NOT_ALLOWED}: address {SNF} is internal to the broker; clients cannot use it"
     )
-    stays(None, lambda: depth(broker, SNF) != before, 1.0, "a management reply reaching the SNF queue")
+    stays(lambda: depth(broker, SNF) != before, 1.0, "a management reply reaching the SNF queue")
     with connect(broker.url, "admin", "secret") as conn:  # the admin's own reply queue still works
         replies = conn.create_receiver(None, dynamic=True, credit=1)
         ask(conn.create_sender("activemq.management"), replies.link.remote_source.address)

@@ -1,0 +1,186 @@
+"""What management does to a queue's messages: count, browse, remove, move, pause, as Artemis's QueueControl.
+
+Each works on the messages waiting in the queue, those in memory and those in page files (read back in
+batches, as consumers would have them); messages being delivered to a consumer are its consumer's and are
+left alone, as on Artemis. Browsing reads the stored bytes: nothing is acquired, delivered or counted.
+
+A removal is an acknowledgement with Artemis's reason KILLED (journalled, and mirrored as such); a move
+routes a copy to the other queue only, then acknowledges the original, so a crash between the two leaves
+the message on both queues, never on neither. Each change is one log line (AMQ95105x) naming the queue,
+the count and the user who asked.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from .errors import NotFound, NotImplementedHere
+from .management import json_text
+from .message import MessageView
+from .message_json import browse_item, list_entry
+from .queues import MessageRef, Queue
+from .server import Server
+from .vocabulary import AckReason
+
+PAUSED_META = "management.paused-queues"  # the journal's record of queues paused with persist=true
+BROWSE_PAGE = 200  # Artemis's management-browse-page-size default
+
+Match = Callable[[MessageRef], bool]
+
+
+def everything(_: MessageRef) -> bool:
+    return True
+
+
+def no_filter(filter_string: object) -> Match:
+    """The messages a management filter selects: an empty one (or none) selects every message.
+
+    Message selectors are not implemented yet: a non-empty filter is refused rather than read as
+    "everything", since a purge or a move with a filter it ignored would touch messages nobody chose."""
+    if filter_string is None or (isinstance(filter_string, str) and not filter_string.strip()):
+        return everything
+    raise NotImplementedHere(
+        f"message filters are not supported yet (filter {filter_string!r}): give an empty filter"
+    )
+
+
+class QueueOperations:
+    def __init__(self, server: Server, select: Callable[[object], Match] = no_filter) -> None:
+        self.server = server
+        self.select = select
+        self.requester: Callable[[], str | None] = lambda: None
+        self._persisted_pauses: set[str] = set()
+        raw = server.meta.get(PAUSED_META)
+        if raw:
+            for name in json.loads(raw.decode()):
+                q = server.queues.get(name)
+                if q is not None:
+                    q.paused = True
+                    self._persisted_pauses.add(name)
+
+    def queue(self, name: str) -> Queue:
+        q = self.server.queues.get(name)
+        if q is None:
+            raise NotFound(f"AMQ229067: Cannot find resource with name queue.{name}")
+        return q
+
+    # ------------------------------------------------------------------------------------ reading
+
+    def count(self, name: str, filter_string: object = None) -> int:
+        q = self.queue(name)
+        match = self.select(filter_string)
+        if match is everything:
+            return q.depth
+        return sum(1 for ref in q.messages if match(ref))
+
+    def count_by(self, name: str, filter_string: object, group_by: str) -> str:
+        """Artemis's countMessages(filter, groupByProperty): JSON text {value: count}."""
+        q = self.queue(name)
+        match = self.select(filter_string)
+        counts: dict[str, int] = {}
+        for ref in q.messages:
+            if match(ref):
+                value = MessageView(ref.message.payload).section_map(0x74).get(group_by)
+                key = "null" if value is None else str(value)
+                counts[key] = counts.get(key, 0) + 1
+        return json_text(counts)
+
+    def _waiting(self, q: Queue, match: Match) -> Iterator[MessageRef]:
+        return (ref for ref in q.messages if match(ref))
+
+    def browse(
+        self, name: str, page: int = 1, page_size: int = BROWSE_PAGE, filter_string: object = None
+    ) -> list[dict[str, Any]]:
+        """A page of the messages waiting in memory, oldest first, as `browse` items (never acquired)."""
+        if page < 1 or page_size < 1:
+            raise ValueError(f"page {page} of {page_size}: pages count from 1, with at least one message")
+        refs = list(self._waiting(self.queue(name), self.select(filter_string)))
+        start = (page - 1) * page_size
+        return [browse_item(ref) for ref in refs[start : start + page_size]]
+
+    def list_messages(self, name: str, filter_string: object = None) -> list[dict[str, Any]]:
+        return [list_entry(ref) for ref in self._waiting(self.queue(name), self.select(filter_string))]
+
+    # ----------------------------------------------------------------------------------- changing
+
+    def _take(self, q: Queue, match: Match, limit: int) -> Iterator[MessageRef]:
+        """Take the waiting references `match` selects out of `q` (at most `limit`, -1: no limit), page
+        files included: each batch read back is taken before the next is read."""
+        taken = 0
+        while True:
+            chosen: list[MessageRef] = []
+            kept: list[MessageRef] = []
+            for ref in q.messages:
+                if (limit < 0 or taken + len(chosen) < limit) and match(ref):
+                    chosen.append(ref)
+                else:
+                    kept.append(ref)
+            if chosen:
+                q.keep_only(kept)
+                taken += len(chosen)
+                yield from chosen
+            pager = q.pager
+            if 0 <= limit <= taken or not q.paged or pager is None or not pager.fill(q):
+                return
+
+    def remove(self, name: str, filter_string: object = None, limit: int = -1) -> int:
+        """Artemis's removeMessages / removeAllMessages: how many were removed."""
+        q = self.queue(name)
+        outcomes = self.server.outcomes
+        n = 0
+        for ref in self._take(q, self.select(filter_string), limit):
+            outcomes.acknowledge(ref, AckReason.KILLED)
+            q.killed += 1
+            n += 1
+        if n:
+            self.server.log.info("AMQ951061: queue %s: %d messages removed by management (user %s)",
+                                 name, n, self.requester() or "<anonymous>")  # fmt: skip
+        return n
+
+    def move(self, name: str, other: str, filter_string: object = None, limit: int = -1) -> int:
+        """Artemis's moveMessages: each selected message to queue `other` alone; how many moved."""
+        q = self.queue(name)
+        target = self.server.queues.get(other)
+        if target is None:
+            raise NotFound(f"AMQ229049: No queue found for {other}")
+        if target is q:
+            raise ValueError(f"queue {name} cannot move messages to itself")
+        server = self.server
+        n = 0
+        for ref in self._take(q, self.select(filter_string), limit):
+            payload = ref.message.payload
+            server.router.route(target.address, payload, MessageView(payload), only_queues=[target.name])
+            server.outcomes.acknowledge(ref, AckReason.NORMAL)
+            n += 1
+        if n:
+            server.log.info("AMQ951062: queue %s: %d messages moved to queue %s by management (user %s)",
+                            name, n, other, self.requester() or "<anonymous>")  # fmt: skip
+        return n
+
+    def pause(self, name: str, persist: bool = False) -> None:
+        """Deliver nothing from the queue until resumed (and, with `persist`, after a restart too)."""
+        q = self.queue(name)
+        q.paused = True
+        if persist:
+            self._persisted_pauses.add(name)
+            self._save_pauses()
+        self.server.log.info("AMQ951063: queue %s paused by management%s (user %s)", name,
+                             " until resumed, across restarts" if persist else "",
+                             self.requester() or "<anonymous>")  # fmt: skip
+
+    def resume(self, name: str) -> None:
+        q = self.queue(name)
+        was = q.paused
+        q.paused = False
+        if name in self._persisted_pauses:
+            self._persisted_pauses.discard(name)
+            self._save_pauses()
+        if was:
+            self.server.log.info("AMQ951064: queue %s resumed by management (user %s)", name,
+                                 self.requester() or "<anonymous>")  # fmt: skip
+        q.dispatch(self.server.outcomes.is_expired)
+
+    def _save_pauses(self) -> None:
+        self.server.set_meta(PAUSED_META, json.dumps(sorted(self._persisted_pauses)).encode())
