@@ -105,7 +105,7 @@ def test_repair_reaches_each_queue_and_the_survivor_then_reconciles_in_sync(
     before = F.depths(survivor)
     assert repair_main(repair_args(plan_file, survivor, dry_run=True)) == 0
     assert F.depths(survivor) == before, "a dry run changed the survivor"
-    assert last_json(capsys.readouterr().out)["would resend"] == len(plan["resend"])
+    assert last_json(capsys.readouterr().out)["would_resend"] == len(plan["resend"])
 
     assert repair_main(repair_args(plan_file, survivor)) == 0
     done = last_json(capsys.readouterr().out)

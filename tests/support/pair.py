@@ -17,6 +17,7 @@ mirror source and target is the production code; only the loop and the wire are 
 
 from __future__ import annotations
 
+import errno
 import heapq
 import itertools
 import shutil
@@ -71,6 +72,7 @@ class MemoryLoop:
         self.now = 0.0
         self.ready: deque[Handle] = deque()
         self.from_threads: deque[Callable[[], None]] = deque()  # journal writer threads append here
+        self.threads_held = False  # `Network.hold_disk`: what the writer threads say waits
         self.timers: list[tuple[float, int, Handle]] = []
         self._order = itertools.count()
 
@@ -105,7 +107,7 @@ class MemoryLoop:
     def run_ready(self) -> bool:
         """Run what is ready now; whether anything ran."""
         ran = False
-        while self.from_threads:
+        while self.from_threads and not self.threads_held:
             self.from_threads.popleft()()
             ran = True
         while self.ready:
@@ -379,7 +381,22 @@ class Network:
             journal = broker.server.journal
             if journal is not None and broker.server.started and broker.config.persistence_enabled:
                 journal.flush()
-        return bool(self.loop.from_threads)
+        return bool(self.loop.from_threads) and not self.loop.threads_held
+
+    def hold_disk(self) -> None:
+        """The journals' writes complete, but their completions wait (a slow disk): nothing confirmed
+        waits for them until `release_disk`."""
+        self.loop.threads_held = True
+
+    def release_disk(self) -> None:
+        self.loop.threads_held = False
+        self.pump()
+
+    def disk_full(self, name: str) -> None:
+        """Broker `name`'s journal refuses its next batch as a full disk does (ENOSPC), until the broker's
+        persistence retries (`persistence.retry()`, as it does once the disk has room)."""
+        journal = self.server(name).journal
+        journal._no_space = OSError(errno.ENOSPC, "No space left on device")
 
     # --------------------------------------------------------------------------------- clients
 
