@@ -242,7 +242,7 @@ class HaController:
     async def _do(self, action: Action) -> None:
         name = self.config.name
         say = _SAY.get((self.role, action))
-        if say:
+        if say and action != Action.ANNOUNCE_ACTIVE:
             log.info(say, name)
         if action == Action.WAIT_FOR_LOCK:
             self._waiting_since = self.loop.time()
@@ -255,6 +255,8 @@ class HaController:
             await self._activate()
         elif action == Action.ANNOUNCE_ACTIVE:
             self.coordinator.activated(self.broker)
+            if say:  # said once it is so where the pair looks (L written: a fence from now on is seen)
+                log.info(say, name)
             self._every(lambda: self.coordinator.watch_every, self.coordinator.watch)
         elif action == Action.STEP_DOWN:
             log.info("AMQ221002: backup %s stepping down: its primary is back (allow-failback)", name)

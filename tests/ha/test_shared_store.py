@@ -237,8 +237,10 @@ def test_a_backup_taking_over_fences_a_primary_whose_lock_was_lost(tmp_path: Pat
     try:
         with announcements_held(journal / "server.lock"):
             (journal / "serverlock.1").unlink()  # the paused primary's lock is lost
-            wait_until(lambda: "AMQ221010" in backup.log(), 20, "the backup to take the lock and activate")
-            wait_until(lambda: waiting_to_write(journal / "server.lock"), 10, "the backup to announce itself")
+            # the backup takes the lock, fences, activates, and blocks writing that it is active (it says
+            # AMQ221010 once it has written it)
+            wait_until(lambda: waiting_to_write(journal / "server.lock"), 20, "the backup to announce itself")
+            assert "AMQ221010" not in backup.log()
             os.kill(pid, signal.SIGCONT)
             try:
                 code = primary.proc.wait(timeout=MONITOR + 8)  # its lock monitor sees the fence
@@ -250,6 +252,7 @@ def test_a_backup_taking_over_fences_a_primary_whose_lock_was_lost(tmp_path: Pat
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGCONT)
+    wait_until(lambda: "AMQ221010" in backup.log(), 10, "the backup to say it is active")
     stays(lambda: backup.proc.poll() is not None, 3, "the backup stopping")  # it goes on serving
     assert [m.body for m in receive(backup.url, "orders", 1)] == ["before"]
     assert backup.stop() == 0
