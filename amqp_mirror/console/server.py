@@ -125,6 +125,8 @@ class Console:
         if path in self.static and method == "GET":
             kind = STATIC_TYPES[Path(path).suffix]
             return Response(200, self.static[path], kind, cache="max-age=300")
+        if path == "/favicon.ico":
+            return Response(204, b"", cache="max-age=86400")  # none: the browser asks all the same
         if method == "POST" and not self._same_origin(request):
             return text(403, "refused: the form does not come from this console")
         if path == "/login":

@@ -408,11 +408,12 @@ def _messages(view: View, q: Queue, items: list[dict[str, Any]]) -> Markup:
         props = join((tag("<div><b>{}</b> = {}</div>", k, v) for k, v in sorted(named.items())))
         body = str(item.get("text", ""))
         preview = body[:BODY_PREVIEW] + (f"... ({len(body)} characters)" if len(body) > BODY_PREVIEW else "")
-        when = item.get("timestamp") or 0
+        ref = q.waiting.get(int(item["messageID"]))
+        arrived = ref.message.timestamp_ms if ref is not None else 0
         rows.append(
             [
                 item["messageID"],
-                time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when / 1000)) if when else "",
+                time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(arrived / 1000)) if arrived else "",
                 "yes" if item.get("durable") else "no",
                 item.get("priority"),
                 "yes" if item.get("redelivered") else "no",
@@ -428,11 +429,13 @@ def _messages(view: View, q: Queue, items: list[dict[str, Any]]) -> Markup:
                 ),
             ]
         )
-    header = ["id", "created", "durable", "priority", "redelivered", "properties", "body", ""]
+    header = ["id", "arrived", "durable", "priority", "redelivered", "properties", "body", ""]
     return table(header, rows, "no message waiting in memory (messages in page files show once read back)")
 
 
 def _pager(q: Queue, page: int, shown: int) -> Markup:
+    if page == 1 and not shown:
+        return Markup("")
     links = []
     if page > 1:
         links.append(tag('<a href="{}">newer</a>', href("/queue", name=q.name, page=page - 1)))

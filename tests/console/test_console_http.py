@@ -63,7 +63,9 @@ def test_a_refused_login_is_logged_once_and_never_with_the_password(cb: ConsoleB
         assert answer.status == 401 and "Wrong user name or password" in answer.body
     assert client.get("/").status == 303
     log = cb.broker.log()
-    assert log.count("AMQ951082: dc1: console: login refused for user admin from 127.0.0.1: wrong password") == 1
+    assert (
+        log.count("AMQ951082: dc1: console: login refused for user admin from 127.0.0.1: wrong password") == 1
+    )
     assert "not-the-password-4711" not in log
     assert "secret" not in log and PASSWORDS["vera"] not in log
 

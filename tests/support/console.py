@@ -15,7 +15,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 from tests.peers.ports import LOOPBACK, free_port
-from tests.support.broker import ROLES, USERS, BrokerProcess
+from tests.support.broker import REPO, ROLES, USERS, BrokerProcess
 
 ORDERS = '<address name="orders"><anycast><queue name="orders"/></anycast></address>'
 SECURITY = """
@@ -32,6 +32,31 @@ SECURITY = """
       </security-setting>"""
 PASSWORDS = {"admin": "secret", "vera": "viewer-pass", "bob": "builder"}
 COOKIE = "amqp_mirror_console"
+
+# Debian's Chromium, as the machine notes start it: headless, no sandbox (root), and none of its own
+# connections to the outside (refused here, many at a time, without these flags)
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+# where a browser test leaves its screenshots (build/ is not versioned)
+SCREENSHOTS = REPO / "build" / "test-output" / "console"
+
+
+def chromium_availability() -> tuple[bool, str]:
+    if not CHROMIUM.exists():
+        return False, f"no {CHROMIUM} (Debian's chromium and chromium-driver: scripts/install-deps)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return False, "the playwright Python package is not installed (pip install -e '.[test]')"
+    return True, ""
 
 
 @dataclass
@@ -149,7 +174,9 @@ class HttpClient:
 
     def login(self, user: str, password: str | None = None) -> Answer:
         page = self.get("/login")
-        return self.post("/login", {"csrf": page.csrf(), "user": user, "password": password or PASSWORDS[user]})
+        return self.post(
+            "/login", {"csrf": page.csrf(), "user": user, "password": password or PASSWORDS[user]}
+        )
 
     def action(self, page: str, **form: str) -> Answer:
         """Post an action with the CSRF token of `page` (as a browser would from that page's form)."""
