@@ -105,6 +105,16 @@ def test_a_viewer_sees_the_queues_and_messages_but_every_action_is_refused(cb: C
     assert "AMQ951084: dc1: console: user vera may not purge (queue 'orders')" in cb.broker.log()
 
 
+def test_a_user_with_view_but_not_browse_sees_the_queue_but_not_its_messages(cb: ConsoleBroker) -> None:
+    send(cb.url, "orders", ["not for walt"], user="admin", password="secret")
+    walt = cb.client()
+    walt.login("walt")
+    page = walt.get("/queue?name=orders")
+    assert page.status == 200 and "<dt>messages</dt>" in page.body
+    assert "You may not browse queue orders" in page.body
+    assert "not for walt" not in page.body
+
+
 def test_a_user_without_view_sees_no_page(cb: ConsoleBroker) -> None:
     bob = cb.client()
     assert bob.login("bob").status == 303  # his password is right: he is logged in

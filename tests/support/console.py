@@ -1,7 +1,7 @@
 """A broker with its web console on (tests/console/), and a plain HTTP client that keeps its cookies.
 
 Users: `admin` (role amq: manage, send, consume), `vera` (role viewers: view and browse, nothing else),
-`bob` (role consumers: none of the console's permissions).
+`walt` (role watchers: view only), `bob` (role consumers: none of the console's permissions).
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ SECURITY = """
         <permission type="send" roles="amq"/>
         <permission type="consume" roles="amq"/>
         <permission type="manage" roles="amq"/>
-        <permission type="view" roles="viewers"/>
+        <permission type="view" roles="viewers,watchers"/>
         <permission type="browse" roles="viewers"/>
       </security-setting>"""
-PASSWORDS = {"admin": "secret", "vera": "viewer-pass", "bob": "builder"}
+PASSWORDS = {"admin": "secret", "vera": "viewer-pass", "walt": "watcher-pass", "bob": "builder"}
 COOKIE = "amqp_mirror_console"
 
 # Debian's Chromium, as the machine notes start it: headless, no sandbox (root), and none of its own
@@ -100,8 +100,9 @@ def console_broker(
     )
     broker.write_config()
     etc = broker.config_path.parent
-    (etc / "artemis-users.properties").write_text(USERS + f"vera = {PASSWORDS['vera']}\n")
-    (etc / "artemis-roles.properties").write_text(ROLES + "viewers = vera\n")
+    extra_users = "".join(f"{user} = {PASSWORDS[user]}\n" for user in ("vera", "walt"))
+    (etc / "artemis-users.properties").write_text(USERS + extra_users)
+    (etc / "artemis-roles.properties").write_text(ROLES + "viewers = vera\nwatchers = walt\n")
     return ConsoleBroker(broker, console_port, tls="sslEnabled=true" in console_params)
 
 
