@@ -47,14 +47,24 @@ def _field(form: dict[str, str], name: str) -> str:
     return value
 
 
+def _queue(call: Call, form: dict[str, str], name: str = "queue") -> str:
+    """The queue the form names: one of the clients' (a mirror's store-and-forward queue is the broker's
+    own; what it holds is owed to the other side, and is left to the mirror)."""
+    queue = _field(form, name)
+    found = call.broker.server.queues.get(queue)
+    if found is not None and found.internal:
+        raise BadAction(f"queue {queue} is internal to the broker: the console leaves it alone")
+    return queue
+
+
 def _purge(call: Call, form: dict[str, str]) -> str:
-    queue = _field(form, "queue")
+    queue = _queue(call, form)
     n = call(f"queue.{queue}", "removeAllMessages")
     return f"queue {queue}: {n} messages removed"
 
 
 def _remove_message(call: Call, form: dict[str, str]) -> str:
-    queue, message_id = _field(form, "queue"), _number(form, "id")
+    queue, message_id = _queue(call, form), _number(form, "id")
     removed = call(f"queue.{queue}", "removeMessage", message_id)
     if removed:
         return f"queue {queue}: message {message_id} removed"
@@ -62,7 +72,7 @@ def _remove_message(call: Call, form: dict[str, str]) -> str:
 
 
 def _move(call: Call, form: dict[str, str]) -> str:
-    queue, other = _field(form, "queue"), _field(form, "to")
+    queue, other = _queue(call, form), _queue(call, form, "to")
     count = _number(form, "count") if form.get("count", "").strip() else -1
     # moveMessages(flushLimit, filter, otherQueueName, rejectDuplicates, messageCount)
     n = call(f"queue.{queue}", "moveMessages", -1, "", other, False, count)
@@ -70,19 +80,19 @@ def _move(call: Call, form: dict[str, str]) -> str:
 
 
 def _retry(call: Call, form: dict[str, str]) -> str:
-    queue = _field(form, "queue")
+    queue = _queue(call, form)
     n = call(f"queue.{queue}", "retryMessages")
     return f"queue {queue}: {n} messages retried to their original queues"
 
 
 def _pause(call: Call, form: dict[str, str]) -> str:
-    queue = _field(form, "queue")
+    queue = _queue(call, form)
     call(f"queue.{queue}", "pause")
     return f"queue {queue} paused: its messages are kept, none is delivered"
 
 
 def _resume(call: Call, form: dict[str, str]) -> str:
-    queue = _field(form, "queue")
+    queue = _queue(call, form)
     call(f"queue.{queue}", "resume")
     return f"queue {queue} resumed"
 

@@ -357,7 +357,14 @@ def queue(view: View, name: str, page: int, may_browse: bool) -> Markup:
             ]
         )
     ]
-    if view.may_manage:
+    if q.internal:
+        out.append(
+            not_allowed(
+                "This queue is internal to the broker (a mirror's store-and-forward queue): "
+                "what it holds is owed to the other side, and the console leaves it alone."
+            )
+        )
+    elif view.may_manage:
         others = sorted(n for n, other in server.queues.items() if other is not q and not other.internal)
         choices = join(tag('<option value="{}">{}</option>', n, n) for n in others)
         move = form(

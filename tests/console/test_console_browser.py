@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 
@@ -257,3 +258,21 @@ def depth_of(broker: BrokerProcess, queue: str) -> int:
     from connections.cli import request
 
     return int(request(broker.url, "countMessages", [], resource=f"queue.{queue}"))
+
+
+def test_a_mirror_s_store_and_forward_queue_is_shown_and_left_alone(
+    pair: tuple[ConsoleBroker, BrokerProcess],
+) -> None:
+    dc1, _ = pair
+    snf = "$ACTIVEMQ_ARTEMIS_MIRROR_DC2"
+    client = dc1.client()
+    client.login("admin")
+    assert snf in client.get("/queues").body  # listed, with its depth, among the queues
+    page = client.get(f"/queue?{urlencode({'name': snf})}")
+    assert page.status == 200 and "internal to the broker" in page.body and "Purge" not in page.body
+    back = f"/queue?{urlencode({'name': snf})}"
+    assert client.action(back, do="purge", queue=snf).status == 303
+    assert "the console leaves it alone" in client.get(back).body
+    log = dc1.broker.log()
+    assert f"AMQ951086: dc1: console: user admin: purge (queue '{snf}') failed" in log
+    assert f"AMQ951061: queue {snf}" not in log
