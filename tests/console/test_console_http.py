@@ -242,3 +242,16 @@ def test_pages_need_no_login_when_the_broker_has_no_security(tmp_path: Path) -> 
     assert client.get("/queues").status == 200
     assert "security is disabled" in console.broker.log()
     console.broker.stop()
+
+
+def test_the_connections_page_shows_each_client_its_user_and_its_links(cb: ConsoleBroker) -> None:
+    client = cb.client()
+    client.login("vera")
+    with connect(cb.url, "admin", "secret") as conn:
+        conn.create_receiver("orders", credit=7)
+        conn.create_sender("other")
+        page = client.get("/connections").body
+        row = next(r for r in page.split("<tr>") if "consumer of" in r)
+        assert "<td>admin</td>" in row and "<td>amqp</td>" in row
+        assert "consumer of <b>orders</b> (credit " in row and "producer to <b>other</b> (credit 1000)" in row
+    wait_until(lambda: "consumer of" not in client.get("/connections").body, 10, "the closed one to go")
