@@ -27,7 +27,7 @@ from broker_core.errors import BrokerError
 from broker_core.failed_logins import FailedLogins
 from broker_core.security.authorization import Permission
 
-from . import views
+from . import frame, views
 from .actions import ACTIONS, BadAction, Call, describe
 from .http import Request, Response, redirect, serve, text
 from .rates import INTERVAL, Rates
@@ -163,14 +163,14 @@ class Console:
         user = session.user
         server = self.node.broker.server
         may_manage = self._allowed(user, Permission.MANAGE)
-        view = views.View(self.node, session, self.rates, self.started, may_manage, _back(request))
+        view = frame.View(self.node, session, self.rates, self.started, may_manage, _back(request))
         headers = [self._cookie(session, request)]
         if not (may_manage or self._allowed(user, Permission.VIEW)):
-            content = views.not_allowed(
+            content = frame.not_allowed(
                 f"User {user} may not see the console: that needs the view (or manage) permission on the "
                 f"management address {server.config.management_address}."
             )
-            return Response(403, views.layout("Not allowed", content, view), headers=headers)
+            return Response(403, frame.layout("Not allowed", content, view), headers=headers)
         if request.path == "/queue":
             name = request.query.get("name", "")
             page = max(1, _int(request.query.get("page"), 1))
@@ -179,14 +179,14 @@ class Console:
                 q is not None and server.authorizer.allowed(user, q.address, Permission.BROWSE, q.name)
             )
             content = views.queue(view, name, page, may_browse)
-            return Response(200, views.layout(f"Queue {name}", content, view, refresh=True), headers=headers)
+            return Response(200, frame.layout(f"Queue {name}", content, view, refresh=True), headers=headers)
         found = PAGES.get(request.path)
         if found is None:
             return Response(
-                404, views.layout("Not found", views.not_allowed("No such page."), view), headers=headers
+                404, frame.layout("Not found", frame.not_allowed("No such page."), view), headers=headers
             )
         title, render = found
-        return Response(200, views.layout(title, render(view), view, refresh=True), headers=headers)
+        return Response(200, frame.layout(title, render(view), view, refresh=True), headers=headers)
 
     def _allowed(self, user: str | None, permission: Permission) -> bool:
         server = self.node.broker.server
@@ -200,7 +200,7 @@ class Console:
             return redirect("/")
         if session is None:
             session = self.sessions.new()
-        body = views.layout(f"Log in to {self.node.name}", views.login(session, failed, user), None)
+        body = frame.layout(f"Log in to {self.node.name}", frame.login(session, failed, user), None)
         return Response(401 if failed else 200, body, headers=[self._cookie(session, request)])
 
     async def _login(self, request: Request) -> Response:
@@ -260,11 +260,11 @@ class Console:
                 who,
                 _printable(describe(form)),
             )
-            content = views.not_allowed(
+            content = frame.not_allowed(
                 f"User {user} may not do this: actions need the manage permission on the management address."
             )
             return Response(
-                403, views.layout("Not allowed", content, None), headers=[self._cookie(session, request)]
+                403, frame.layout("Not allowed", content, None), headers=[self._cookie(session, request)]
             )
         run = ACTIONS.get(form.get("do", ""))
         try:
