@@ -69,8 +69,9 @@ def run(configs: list[BrokerConfig]) -> int:
     async def main() -> None:
         try:
             await ops.start_endpoints()
-        except OSError as exc:  # the metrics port in use
-            failed.append(f"cannot serve metrics: {exc}")
+        except (OSError, ValueError) as exc:  # the metrics or console port in use, an unreadable certificate
+            failed.append(f"cannot serve metrics or the console: {exc}")
+            await ops.stop()
             return
         for b in brokers:
             try:

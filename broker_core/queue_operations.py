@@ -6,8 +6,9 @@ left alone, as on Artemis. Browsing reads the stored bytes: nothing is acquired,
 
 A removal is an acknowledgement with Artemis's reason KILLED (journalled, and mirrored as such); a move
 routes a copy to the other queue only, then acknowledges the original, so a crash between the two leaves
-the message on both queues, never on neither. Each change is one log line (AMQ95105x) naming the queue,
-the count and the user who asked.
+the message on both queues, never on neither. A retry is a move back to the queue a dead-letter or expiry
+copy names in its breadcrumbs (`x-opt-ORIG-QUEUE`, as Artemis's retryMessages). Each change is one log
+line (AMQ95106x, AMQ951085) naming the queue, the count and the user who asked.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from .errors import NotFound, NotImplementedHere
 from .management import json_text
-from .message import MessageView
+from .message import MESSAGE_ANNOTATIONS, ORIG_ADDRESS, ORIG_QUEUE, MessageView
 from .message_json import browse_item, list_entry
 from .queues import MessageRef, Queue
 from .server import Server
@@ -127,10 +128,17 @@ class QueueOperations:
 
     def remove(self, name: str, filter_string: object = None, limit: int = -1) -> int:
         """Artemis's removeMessages / removeAllMessages: how many were removed."""
+        return self._remove(name, self.select(filter_string), limit)
+
+    def remove_one(self, name: str, message_id: int) -> bool:
+        """Artemis's removeMessage(messageID): whether the waiting message with that id was removed."""
+        return self._remove(name, lambda ref: ref.message.id == message_id, 1) == 1
+
+    def _remove(self, name: str, match: Match, limit: int) -> int:
         q = self.queue(name)
         outcomes = self.server.outcomes
         n = 0
-        for ref in self._take(q, self.select(filter_string), limit):
+        for ref in self._take(q, match, limit):
             outcomes.acknowledge(ref, AckReason.KILLED)
             q.killed += 1
             n += 1
@@ -147,16 +155,47 @@ class QueueOperations:
             raise NotFound(f"AMQ229049: No queue found for {other}")
         if target is q:
             raise ValueError(f"queue {name} cannot move messages to itself")
+        n = self._transfer(q, self.select(filter_string), limit, lambda _: target)
+        if n:
+            self.server.log.info("AMQ951062: queue %s: %d messages moved to queue %s by management (user %s)",
+                            name, n, other, self.requester() or "<anonymous>")  # fmt: skip
+        return n
+
+    def retry(self, name: str, filter_string: object = None) -> int:
+        """Artemis's retryMessages: each message whose breadcrumbs name its original queue (a dead-letter
+        or expiry copy) goes back to that queue alone, if it still exists; the others stay. How many."""
+        q = self.queue(name)
+        queues = self.server.queues
+
+        def origin(ref: MessageRef) -> Queue | None:
+            notes = MessageView(ref.message.payload).section_map(MESSAGE_ANNOTATIONS)
+            target = queues.get(str(notes.get(ORIG_QUEUE)))
+            if target is None or target is q or target.address != notes.get(ORIG_ADDRESS):
+                return None
+            return target
+
+        match = self.select(filter_string)
+        n = self._transfer(q, lambda ref: match(ref) and origin(ref) is not None, -1, origin)
+        if n:
+            self.server.log.info("AMQ951085: queue %s: %d messages retried to their original queues by "
+                                 "management (user %s)", name, n,
+                                 self.requester() or "<anonymous>")  # fmt: skip
+        return n
+
+    def _transfer(
+        self, q: Queue, match: Match, limit: int, target_of: Callable[[MessageRef], Queue | None]
+    ) -> int:
+        """Route each message `match` takes out of `q` to its target queue alone, then acknowledge it (a
+        crash between the two leaves it on both queues, never on neither); how many."""
         server = self.server
         n = 0
-        for ref in self._take(q, self.select(filter_string), limit):
+        for ref in self._take(q, match, limit):
+            target = target_of(ref)
+            assert target is not None  # `match` takes only messages with a target
             payload = ref.message.payload
             server.router.route(target.address, payload, MessageView(payload), only_queues=[target.name])
             server.outcomes.acknowledge(ref, AckReason.NORMAL)
             n += 1
-        if n:
-            server.log.info("AMQ951062: queue %s: %d messages moved to queue %s by management (user %s)",
-                            name, n, other, self.requester() or "<anonymous>")  # fmt: skip
         return n
 
     def pause(self, name: str, persist: bool = False) -> None:

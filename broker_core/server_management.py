@@ -257,6 +257,8 @@ def add_server_operations(management: Management, server: Server) -> QueueOperat
         "removeMessages": remove_messages,
         "removeAllMessages": lambda name, _: messages.remove(name),
         "moveMessages": move_messages,
+        "removeMessage": lambda name, p: messages.remove_one(name, int(p[0])),
+        "retryMessages": lambda name, p: messages.retry(name, p[0] if p else None),
         "pause": lambda name, p: messages.pause(name, _flag(p, 0, False)),
         "resume": lambda name, _: messages.resume(name),
         "isPaused": lambda name, _: queue(name).paused,

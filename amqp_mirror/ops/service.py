@@ -1,4 +1,4 @@
-"""Operations for the runtime's servers: metrics endpoints, systemd, reload, mirror state lines.
+"""Operations for the runtime's servers: metrics endpoints, web consoles, systemd, reload, mirror lines.
 
 The runtime makes one `Operations` for all the servers of its process, starts it once they are up,
 calls `reload()` on SIGHUP and `stopping()` on SIGTERM.
@@ -13,6 +13,7 @@ from collections.abc import Callable
 from broker_core.config.model import HaRole
 from broker_core.ha.states import Event, State
 
+from ..console import Console
 from . import systemd
 from .endpoint import MetricsEndpoint
 from .metrics import BrokerCollector, Failovers
@@ -33,6 +34,7 @@ class Operations:
             for node in nodes
             if node.config.metrics.enabled
         ]
+        self.consoles = [Console(node, loop) for node in nodes if node.config.console is not None]
         self.watch = MirrorWatch(loop, nodes)
         interval = systemd.watchdog_interval()
         self.watchdog = systemd.Watchdog(loop, interval) if interval else None
@@ -41,9 +43,11 @@ class Operations:
                 node.ha.on_transition.append(self._transition_hook(node))
 
     async def start_endpoints(self) -> None:
-        """Before the servers start: a passive backup is scraped, and answers /healthz, too."""
+        """Before the servers start: a passive backup is scraped, answers /healthz and shows its console."""
         for endpoint in self.endpoints:
             await endpoint.start()
+        for console in self.consoles:
+            await console.start()
 
     def started(self) -> None:
         """Every server is up in its role: systemd hears READY=1, and the watchdog starts."""
@@ -94,6 +98,8 @@ class Operations:
             self.watchdog.stop()
         for endpoint in self.endpoints:
             await endpoint.stop()
+        for console in self.consoles:
+            await console.stop()
 
 
 def _reason(event: Event) -> str:

@@ -1,13 +1,15 @@
-"""`<acceptors>`: AMQP listeners. We speak only AMQP: an acceptor for other protocols only is skipped,
-and one for AMQP and others serves AMQP, each with a warning (the file Artemis's `artemis create` writes
-has both kinds). Every URI parameter is judged by the support table (parameters.py)."""
+"""`<acceptors>`: AMQP listeners, and the web console's. We speak only AMQP: an acceptor for other
+protocols only is skipped, and one for AMQP and others serves AMQP, each with a warning (the file Artemis's
+`artemis create` writes has both kinds). One acceptor with ``protocols=CONSOLE`` (ours) serves the web
+console (docs/console.md) with its host, port and TLS parameters. Every URI parameter is judged by the
+support table (parameters.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from broker_core.config.model import Acceptor, TlsSettings
+from broker_core.config.model import CONSOLE_PROTOCOL, Acceptor, ConsoleSettings, TlsSettings
 from broker_core.config.parameters import judge_parameters
 from broker_core.config.support import UriKind
 from broker_core.config.uri import parse_acceptor_uri
@@ -66,24 +68,44 @@ _TLS_PARAMS: dict[str, tuple[str, Callable[[str], Any]]] = {
 }
 
 
-def parse_acceptors(reader: Reader, section: Element) -> tuple[Acceptor, ...]:
+# ours, read on a console acceptor only: how long a console login lasts without a request (ms)
+_SESSION_TIMEOUT = "consoleSessionTimeout"
+# what a console acceptor reads: its TLS and its session timeout (an AMQP tuning there has no effect)
+_CONSOLE_READS = frozenset({"protocols", _SESSION_TIMEOUT, *_TLS_PARAMS})
+
+
+def parse_acceptors(reader: Reader, section: Element) -> dict[str, Any]:
+    """The BrokerConfig fields of `<acceptors>`: `acceptors` (the AMQP ones) and `console` if one is."""
     reader.check_attributes(section, set())
     acceptors: dict[str, Acceptor] = {}
+    names: set[str] = set()
+    consoles: list[ConsoleSettings] = []
     for element in reader.children(section):
         if local_name(element) != "acceptor":
             reader.ignore(element)
             continue
-        acceptor = _parse_acceptor(reader, element)
-        if acceptor is None:
+        parsed = _parse_acceptor(reader, element)
+        if parsed is None:
             continue
-        if acceptor.name in acceptors:
-            reader.error(element, f"duplicate acceptor name {acceptor.name!r}", "a unique name", "name")
+        name = parsed.acceptor.name if isinstance(parsed, ConsoleSettings) else parsed.name
+        if name in names:
+            reader.error(element, f"duplicate acceptor name {name!r}", "a unique name", "name")
+            continue
+        names.add(name)
+        if isinstance(parsed, ConsoleSettings):
+            if consoles:
+                reader.error(element, "a second console acceptor", "one acceptor with protocols=CONSOLE")
+                continue
+            consoles.append(parsed)
         else:
-            acceptors[acceptor.name] = acceptor
-    return tuple(acceptors.values())
+            acceptors[name] = parsed
+    fields: dict[str, Any] = {"acceptors": tuple(acceptors.values())}
+    if consoles:
+        fields["console"] = consoles[0]
+    return fields
 
 
-def _parse_acceptor(reader: Reader, element: Element) -> Acceptor | None:
+def _parse_acceptor(reader: Reader, element: Element) -> Acceptor | ConsoleSettings | None:
     reader.check_attributes(element, {"name"})
     reader.check_no_children(element)
     name = reader.attr(element, "name", required=True)
@@ -96,17 +118,18 @@ def _parse_acceptor(reader: Reader, element: Element) -> Acceptor | None:
     if parsed is None or name is None:
         return None
     protocols = _protocols(parsed.params.get("protocols", "AMQP"))
+    if CONSOLE_PROTOCOL in protocols:
+        return _parse_console(reader, element, name, uri, parsed.host, parsed.port, parsed.params)
     if "AMQP" not in protocols:
         judge_parameters(reader, element, parsed.params, UriKind.ACCEPTOR, names_only=True)
         reader.warning(element, f"protocols {','.join(protocols)} not supported; acceptor skipped", "AMQP")
         return None
-    fields, tls = _convert_params(
-        reader, element, judge_parameters(reader, element, parsed.params, UriKind.ACCEPTOR)
-    )
-    if tls.get("enabled") and not (tls.get("cert_path") or tls.get("key_store_path")):
-        reader.error(
-            element, "sslEnabled=true without a certificate", "sslCertPath (and sslKeyPath) to PEM files"
-        )
+    params = judge_parameters(reader, element, parsed.params, UriKind.ACCEPTOR)
+    if params.pop(_SESSION_TIMEOUT, None) is not None:
+        reader.warning(element, f"URI parameter {_SESSION_TIMEOUT} has no effect on an AMQP acceptor; "
+                       "ignored", "it on the acceptor with protocols=CONSOLE")  # fmt: skip
+    fields, tls = _convert_params(reader, element, params)
+    if not _certificate_given(reader, element, tls):
         return None
     acceptor = Acceptor(
         name=name, uri=uri, host=parsed.host, port=parsed.port, tls=TlsSettings(**tls), **fields
@@ -119,6 +142,42 @@ def _parse_acceptor(reader: Reader, element: Element) -> Acceptor | None:
             "AMQP (clients of the other protocols cannot connect)",
         )
     return acceptor
+
+
+def _parse_console(
+    reader: Reader, element: Element, name: str, uri: str, host: str, port: int, raw: dict[str, str]
+) -> ConsoleSettings | None:
+    """An acceptor with protocols=CONSOLE: the web console's host, port, TLS and session timeout."""
+    protocols = _protocols(raw.get("protocols", ""))
+    if protocols != (CONSOLE_PROTOCOL,):
+        reader.error(element, f"protocols {','.join(protocols)}: the console has an acceptor of its own",
+                     "protocols=CONSOLE alone (and another acceptor for AMQP)")  # fmt: skip
+        return None
+    params = judge_parameters(reader, element, raw, UriKind.ACCEPTOR)
+    for key in sorted(params.keys() - _CONSOLE_READS):
+        reader.warning(element, f"URI parameter {key} has no effect on a console acceptor; ignored",
+                       "TLS parameters and consoleSessionTimeout")  # fmt: skip
+        del params[key]
+    _, tls = _convert_params(reader, element, params)
+    if not _certificate_given(reader, element, tls):
+        return None
+    acceptor = Acceptor(name=name, uri=uri, host=host, port=port, protocols=protocols, tls=TlsSettings(**tls))
+    settings: dict[str, Any] = {}
+    if _SESSION_TIMEOUT in params:
+        try:
+            settings["session_timeout"] = parse_int(params[_SESSION_TIMEOUT], minimum=1000)
+        except BadValue as exc:
+            reader.error(element, f"URI parameter {_SESSION_TIMEOUT}: {exc.message}", exc.expected)
+    return ConsoleSettings(acceptor=acceptor, **settings)
+
+
+def _certificate_given(reader: Reader, element: Element, tls: dict[str, Any]) -> bool:
+    if tls.get("enabled") and not (tls.get("cert_path") or tls.get("key_store_path")):
+        reader.error(
+            element, "sslEnabled=true without a certificate", "sslCertPath (and sslKeyPath) to PEM files"
+        )
+        return False
+    return True
 
 
 def _convert_params(

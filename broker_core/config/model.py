@@ -112,6 +112,17 @@ class Acceptor(Frozen):
     mirror_hold_timeout: int = 60000
 
 
+CONSOLE_PROTOCOL = "CONSOLE"  # ours: an acceptor with protocols=CONSOLE serves the web console
+
+
+class ConsoleSettings(Frozen):
+    """The web console (docs/console.md): an acceptor with ``protocols=CONSOLE`` gives its host, port and
+    TLS; off unless one is configured."""
+
+    acceptor: Acceptor
+    session_timeout: int = 1_800_000  # ms a login lasts without a request (consoleSessionTimeout)
+
+
 class Endpoint(Frozen):
     host: str
     port: int
@@ -494,7 +505,8 @@ class BrokerConfig(Frozen):
     cluster_connections: tuple[ClusterConnection, ...] = ()
 
     metrics: MetricsSettings = MetricsSettings()
-    acceptors: tuple[Acceptor, ...] = ()
+    acceptors: tuple[Acceptor, ...] = ()  # the AMQP ones
+    console: ConsoleSettings | None = None
     addresses: tuple[AddressConfig, ...] = ()
     address_settings: tuple[AddressSettingEntry, ...] = ()
     security_settings: tuple[SecuritySetting, ...] = ()

@@ -37,7 +37,6 @@ from broker_core.config.values import parse_sent_password
 from broker_core.config.xmlread import Element, Reader, converter_for, line_of, local_name
 
 _SECTIONS: dict[str, tuple[str, Callable[[Reader, Element], Any]]] = {
-    "acceptors": ("acceptors", parse_acceptors),
     "addresses": ("addresses", parse_addresses),
     "address-settings": ("address_settings", parse_address_settings),
     "security-settings": ("security_settings", parse_security_settings),
@@ -48,7 +47,15 @@ _SECTIONS: dict[str, tuple[str, Callable[[Reader, Element], Any]]] = {
     "metrics": ("metrics", parse_metrics),
 }
 _NOT_SCALARS = frozenset(
-    {"source", "base_dir", "users", "roles", *(field for field, _ in _SECTIONS.values())}
+    {
+        "source",
+        "base_dir",
+        "users",
+        "roles",
+        "acceptors",
+        "console",
+        *(field for field, _ in _SECTIONS.values()),
+    }
 )
 _SIZES = frozenset({"journal_file_size", "journal_buffer_size", "global_max_size", "min_disk_free"})
 _MINIMUMS = {
@@ -174,6 +181,9 @@ def _parse_core(reader: Reader, core: Element) -> dict[str, Any]:
 
 
 def _parse_core_element(reader: Reader, element: Element, name: str, values: dict[str, Any]) -> None:
+    if name == "acceptors":  # the AMQP acceptors, and the console's
+        values.update(parse_acceptors(reader, element))
+        return
     if name in _SECTIONS:
         field, parse = _SECTIONS[name]
         values[field] = parse(reader, element)

@@ -662,6 +662,7 @@ _ACCEPTOR: dict[str, Rule] = {
             "sslCertPath",  # ours
             "sslKeyPath",  # ours
             "sslCaPath",  # ours
+            "consoleSessionTimeout",  # ours, on the console's acceptor (protocols=CONSOLE): docs/console.md
         )
     },
     "keyStoreType": refused(_PEM_ONLY, "PEM"),

@@ -101,6 +101,7 @@ OUR_PARAMETERS = {
     "mirrorTrustedOrigins",
     "mirrorMaxHeldMessages",
     "mirrorHoldTimeout",
+    "consoleSessionTimeout",
     "doNotOffset",
     "activemqServerName",
 }
@@ -154,7 +155,8 @@ def test_every_rule_says_why_and_only_a_refused_one_has_harmless_values() -> Non
 
 def test_what_an_acceptor_acts_on_is_what_the_table_says_is_implemented() -> None:
     implemented = {k for k, r in URI_PARAMETERS[UriKind.ACCEPTOR].items() if r.support == Support.IMPLEMENTED}
-    assert implemented == set(acceptors_module._PARAMS) | set(acceptors_module._TLS_PARAMS)
+    read = {*acceptors_module._PARAMS, *acceptors_module._TLS_PARAMS, acceptors_module._SESSION_TIMEOUT}
+    assert implemented == read
 
 
 def test_what_an_outgoing_connection_reads_is_what_the_table_says_is_implemented() -> None:
@@ -363,6 +365,7 @@ _PARAMETER_SAMPLES = {
     "sslCertPath": "c.pem",
     "sslKeyPath": "k.pem;sslCertPath=c.pem",  # a key goes with its certificate
     "sslCaPath": "ca.pem",
+    "consoleSessionTimeout": "60000;protocols=CONSOLE",  # read on the console's acceptor
 }
 _URI_BODIES = {
     UriKind.ACCEPTOR: '<acceptors><acceptor name="a">tcp://h:1?{}</acceptor></acceptors>',

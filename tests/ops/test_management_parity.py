@@ -20,10 +20,10 @@ import pytest
 from proton import Message
 
 from connections.cli import Management
-from tests.artemis.support import Broker, artemis, config, ours
+from tests.artemis.support import Broker, artemis, config, depth, ours
 from tests.conftest import require
 from tests.peers import artemis as artemis_peer
-from tests.peers.ports import free_port
+from tests.peers.ports import free_port, wait_until
 from tests.support.client import connect
 
 ADDRESSES = (
@@ -208,6 +208,45 @@ def test_changes_answer_alike(brokers: dict[str, Broker]) -> None:
     assert o[15] == a[15] == "AMQ229067: Cannot find resource with name queue.no.such.queue"
     assert o[16] is a[16] is None
     assert o[17] == a[17] == "AMQ229017: Queue parity.q2 does not exist"
+
+
+def test_a_message_removed_by_id_and_a_dead_letter_retried_answer_alike(brokers: dict[str, Broker]) -> None:
+    """removeMessage(id), and retryMessages on the dead-letter queue: a rejected message goes back to its
+    queue by the breadcrumbs the dead-letter copy carries (Artemis's names for them, checked in its
+    browse answer)."""
+    answers: dict[str, list[Any]] = {}
+    dead: dict[str, Any] = {}
+    for name, b in brokers.items():
+        with Management(b.url) as m:
+            m.call("createQueue", ['{"name":"parity.retry","routing-type":"ANYCAST"}'])
+            dla_before = int(m.get("messageCount", resource="queue.DLA"))
+        fill(b, "parity.retry")
+        with connect(b.url) as conn:
+            receiver = conn.create_receiver("parity.retry", credit=1)
+            receiver.receive(timeout=10)
+            receiver.reject()
+        wanted = dla_before + 1
+        wait_until(lambda b=b, n=wanted: depth(b, "DLA") == n, 30, f"{name} to dead-letter the message")
+        with Management(b.url) as m:
+            q = "queue.parity.retry"
+            first = json.loads(m.call("listMessagesAsJSON", [""], resource=q))[0]["messageID"]
+            dead[name] = m.call("browse", [], resource="queue.DLA")
+            answers[name] = [
+                m.call("removeMessage", [first], resource=q),
+                m.call("removeMessage", [first], resource=q),  # gone already
+                m.get("messageCount", resource=q),
+                m.call("retryMessages", [], resource="queue.DLA"),
+                m.get("messageCount", resource=q),
+                m.get("messageCount", resource="queue.DLA") == dla_before,
+            ]
+    assert answers["ours"] == answers["artemis"] == [True, False, 3, 1, 4, True]
+    raw = b"".join(base64.b64decode(x) for x in dead["artemis"]["javax.management.openmbean.CompositeData"])
+    ours_names = [k for item in dead["ours"] for k in item.get("StringProperties") or {} if "ORIG" in k]
+    assert sorted(ours_names) == [
+        "messageAnnotations.x-opt-ORIG-ADDRESS",
+        "messageAnnotations.x-opt-ORIG-QUEUE",
+    ]
+    assert all(k.encode() in raw for k in ours_names), "Artemis names its breadcrumbs otherwise"
 
 
 def _failure(m: Management, operation: str, params: list[Any], resource: str = "broker") -> str:

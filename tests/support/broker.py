@@ -32,6 +32,7 @@ def broker_xml(
     security_settings: str = "",
     acceptor_params: str = "",
     extra: str = "",
+    extra_acceptors: str = "",
 ) -> str:
     default_settings = """
       <address-setting match="#">
@@ -64,7 +65,7 @@ def broker_xml(
     <large-messages-directory>data/large-messages</large-messages-directory>
     {extra}
     <acceptors>
-      <acceptor name="amqp">tcp://{LOOPBACK}:{port}?protocols=AMQP{params}</acceptor>
+      <acceptor name="amqp">tcp://{LOOPBACK}:{port}?protocols=AMQP{params}</acceptor>{extra_acceptors}
     </acceptors>
     <security-settings>{security_settings or default_security}
     </security-settings>
