@@ -82,6 +82,8 @@ class MaybeCompiled(Distribution):
 # The documentation installs beside the command, in <prefix>/share/doc/amqp-mirror (a virtual environment's
 # prefix: no Python version in the path), where the systemd unit's Documentation= points.
 DOCS = sorted(str(p.relative_to(HERE)) for p in (HERE / "docs").glob("*.md"))
+# The sample configurations, each directory as it is in the repository (deploy/examples/README.md)
+EXAMPLES = sorted({p.parent for p in (HERE / "deploy" / "examples").rglob("*") if p.is_file()})
 
 setup(
     cmdclass={"build_py": BuildWithHotPath},
@@ -90,5 +92,12 @@ setup(
         ("share/doc/amqp-mirror", ["README.md"]),  # its links: docs/..., deploy/README.md
         ("share/doc/amqp-mirror/docs", DOCS),
         ("share/doc/amqp-mirror/deploy", ["deploy/README.md"]),
+        *(
+            (
+                f"share/doc/amqp-mirror/{d.relative_to(HERE)}",
+                sorted(str(f.relative_to(HERE)) for f in d.iterdir() if f.is_file()),
+            )
+            for d in EXAMPLES
+        ),
     ],
 )
