@@ -82,6 +82,10 @@ class Coordinator(Protocol):
         """About to stop without failover: the partner must stay passive."""
 
     def release(self) -> None: ...
+
+    def halt(self) -> None:
+        """This server halts: stop every thread of the coordinator's, tell nothing more to anyone."""
+
     def status(self) -> dict[str, object]: ...
 
     def backup_present(self) -> bool:
@@ -142,6 +146,9 @@ class SharedStoreCoordinator:
 
     def release(self) -> None:
         self.store.release()
+
+    def halt(self) -> None:
+        pass  # lock files only: what is held goes with the process
 
     def status(self) -> dict[str, object]:
         return {"sharedState": self.store.state()}
@@ -298,7 +305,7 @@ class HaController:
                     )
                     self.on_exit(EXIT_REJOIN, "")
                 else:
-                    self.on_exit(0, "stopped")
+                    self.on_exit(0, "")
 
     async def _go_passive(self) -> None:
         if self.passive is None:
@@ -323,14 +330,20 @@ class HaController:
         await self.on(Event.ACTIVATED)
 
     async def _halt(self) -> None:
-        """The lock is not ours: stop serving now, before anything else is written."""
+        """The lock is not ours: stop serving now, before anything else is written (the journal may be
+        another server's from now on). The CRITICAL line that led here says why: nothing more is said,
+        and no thread of this server's calls into the loop once it is closed."""
         self._cancel()
+        journal = self.broker.server.journal
+        if journal is not None:
+            journal.abandon()
+        self.coordinator.halt()
         await self._close_passive()
         listener = self.broker.listener
         if listener is not None:
             listener.stop_accepting()
             await listener.close_connections()
-        self.on_exit(1, f"{self.config.name} halted: its lock is no longer its own")
+        self.on_exit(1, "")
 
     async def _close_broker(self) -> None:
         self._cancel()

@@ -19,7 +19,9 @@ Seed 001 §2.2 with a pluggable lock manager, spec A4's activation sequence:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -47,7 +49,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("broker.ha")
 
 POLL = 0.1  # seconds between a passive server's looks at the lock (its calls leave the loop)
-WATCH = 0.5  # seconds: an active server checks it still holds its lock (and whether to fail back)
+WATCH = 0.2  # seconds: an active server checks it still holds its lock (and whether to fail back)
 REPLICA_CREDIT = 100
 TICK = 0.1  # seconds between looks at the replication connection's keep-alives and silence
 FENCE_TIMEOUT = 10.0  # seconds to fence off a lost replica before giving up (and stopping)
@@ -102,6 +104,7 @@ class ReplicationCoordinator:
         self._fencing: asyncio.Task[None] | None = None
         self._ticker: asyncio.TimerHandle | None = None
         self._started = False
+        self._orphaned = False  # the stream is gone and the lock has been tried (said once)
 
     # ------------------------------------------------------------------------------- passive
 
@@ -120,9 +123,18 @@ class ReplicationCoordinator:
         if self.role == HaRole.BACKUP or self.client is not None:
             replica = self.replica
             if not replica.synchronized or self._replicating():
+                self._orphaned = False
                 return None  # the primary is alive and streaming, or we are not up to date yet
             if replica.primary_stopped == "paused":
                 return Event.PRIMARY_NOT_FAILED  # a clean stop without failover: stay passive
+            if not self._orphaned:
+                self._orphaned = True
+                log.info(
+                    "AMQ951060: %s lost the replication stream of its primary %s: it takes over once the "
+                    "primary's lock is free",
+                    self.controller.config.name,
+                    replica.primary,
+                )
         if not await self._run(self.manager.try_lock, node):
             if self.role == HaRole.PRIMARY and self.client is None:
                 log.info(
@@ -131,6 +143,7 @@ class ReplicationCoordinator:
                 )
                 self._replicate()
             return None
+        self.lost = None  # a fresh acquisition: what was lost before is history
         verdict = await self._run(self._verdict, node)
         if verdict != "stale":
             return Event.LOCK_ACQUIRED
@@ -243,7 +256,8 @@ class ReplicationCoordinator:
         return None
 
     def _lost_from_any_thread(self, why: str) -> None:
-        self.loop.call_soon_threadsafe(self._on_lost, why)
+        with contextlib.suppress(RuntimeError):  # the loop is closed: this server has stopped already
+            self.loop.call_soon_threadsafe(self._on_lost, why)
 
     def _on_lost(self, why: str) -> None:
         self.lost = why
@@ -263,6 +277,13 @@ class ReplicationCoordinator:
         self.replica.close()
         self._unlock()
         self.manager.stop()
+
+    def halt(self) -> None:
+        self._stop_replicating()
+        self.replica.close()
+        manager = self.manager
+        # its session closes (the lock, if still ours, goes sooner), off the loop: it may wait on the network
+        threading.Thread(target=manager.stop, name="lock-manager-stop", daemon=True).start()
 
     def _unlock(self) -> None:
         node = self._node_id()

@@ -6,9 +6,10 @@ must be to activate. Two implementations:
 
 - ZooKeeper, through kazoo (the class name of Artemis's Curator manager selects it), with the seed's
   properties: `connect-string`, `session-ms` (18000), `session-percent` (33), `connection-ms` (8000),
-  `retries` (1), `retries-ms` (1000), `namespace`. A holder that loses its session connection gives the
-  lock up after `session-percent` of `session-ms` (the lock is then `lost`), before the session can expire
-  and another server take it: never two actives.
+  `retries` (1), `retries-ms` (1000), `namespace`. A holder that has heard nothing from ZooKeeper for
+  `session-percent` of `session-ms` gives the lock up (the lock is then `lost`), before its session can
+  expire and another server take it: never two actives. Only a lock held is ever lost: a passive server
+  that merely tried one has nothing to give up.
 - A file lock for one host (tests, laptops): `locks-folder` holds `<nodeId>.lock` (an OFD lock) and
   `<nodeId>.sequence`.
 
@@ -158,6 +159,12 @@ def _ofd_lock(fd: int, wait: bool) -> bool:
 
 
 class ZooKeeperLockManager:
+    """A lock is held from a successful `try_lock` until `unlock`, or until it is given up: the session
+    expired, the lock's node is gone, or nothing has been heard from ZooKeeper for session-percent of
+    session-ms (measured from when the last answered request was sent, so that the server, which last
+    heard of this session no earlier than that, cannot have expired it yet: the holder gives up first).
+    A lock that was only tried, never held, is never reported lost."""
+
     def __init__(self, properties: dict[str, str]) -> None:
         connect = properties.get("connect-string")
         if not connect:
@@ -170,11 +177,17 @@ class ZooKeeperLockManager:
         self.retries_ms = _int(properties, "retries-ms", 1000)
         namespace = properties.get("namespace", "").strip("/")
         self.root = f"/{namespace}" if namespace else ""
+        # how long a holder may go without hearing from ZooKeeper, and how often it asks
+        self.grace = self.session_ms * self.session_percent / 100 / 1000
+        self.beat = max(self.grace / 4, 0.02)
         self._client: Any = None
-        self._locks: dict[str, Any] = {}
+        self._held: dict[str, Any] = {}  # node id -> the kazoo Lock we hold
         self._lost: list[Callable[[str], None]] = []
-        self._suspended_at: float | None = None
-        self._timer: threading.Timer | None = None
+        self._given_up: str | None = None  # why the locks held were given up (until a fresh acquisition)
+        self._contact = 0.0  # monotonic time the last answered request was sent
+        self._guard = threading.Lock()
+        self._stopping = threading.Event()
+        self._beater: threading.Thread | None = None
 
     def start(self) -> None:
         try:
@@ -196,34 +209,47 @@ class ZooKeeperLockManager:
             client.stop()
             raise LockManagerError(f"cannot reach ZooKeeper at {self.connect_string}: {exc}") from exc
         self._client = client
+        self._beater = threading.Thread(target=self._heartbeat, name="zookeeper-heartbeat", daemon=True)
+        self._beater.start()
 
     def _path(self, node_id: str, leaf: str) -> str:
         return f"{self.root}/{node_id}/{leaf}"
 
     def try_lock(self, node_id: str) -> bool:
         client = self._connected()
-        lock = self._locks.get(node_id)
-        if lock is None:
-            lock = self._locks[node_id] = client.Lock(self._path(node_id, "locks"))
-        if lock.is_acquired:
+        if self.holds(node_id):
             return True
-        return bool(lock.acquire(blocking=False))
+        self._held.pop(node_id, None)  # one given up: a fresh try
+        lock = client.Lock(self._path(node_id, "locks"))  # a fresh recipe for each try
+        sent = time.monotonic()
+        if not lock.acquire(blocking=False):
+            return False  # not held: nothing of it to report lost later
+        with self._guard:
+            self._held[node_id] = lock
+            self._given_up = None
+            self._contact = sent
+        return True
 
     def unlock(self, node_id: str) -> None:
-        lock = self._locks.pop(node_id, None)
+        lock = self._held.pop(node_id, None)
         if lock is not None and self._client is not None and self._client.connected:
             with contextlib.suppress(Exception):  # the session is going anyway: its ephemeral node too
                 lock.release()
 
     def holds(self, node_id: str) -> bool:
-        lock = self._locks.get(node_id)
-        return bool(lock is not None and lock.is_acquired and self._suspended_at is None)
+        lock = self._held.get(node_id)
+        return bool(
+            lock is not None
+            and lock.is_acquired
+            and self._given_up is None
+            and time.monotonic() - self._contact < self.grace
+        )
 
     def confirm(self, node_id: str) -> bool:
         """Our lock's node is still on the servers, owned by our current session: a session that expired
         while we were paused took the node with it, even if kazoo has connected a new one since."""
-        lock = self._locks.get(node_id)
-        if lock is None or not lock.is_acquired or lock.node is None:
+        lock = self._held.get(node_id)
+        if lock is None or not lock.is_acquired or lock.node is None or self._given_up is not None:
             return False
         client = self._connected()
         client.sync(lock.path)
@@ -257,12 +283,13 @@ class ZooKeeperLockManager:
         self._lost.append(callback)
 
     def stop(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        for node_id in list(self._locks):
+        self._stopping.set()
+        self._lost.clear()  # stopping: nobody is left to tell
+        for node_id in list(self._held):
             self.unlock(node_id)
         client, self._client = self._client, None
         if client is not None:
+            client.remove_listener(self._listen)
             client.stop()
             client.close()
 
@@ -273,29 +300,39 @@ class ZooKeeperLockManager:
         return client
 
     def _listen(self, state: Any) -> None:
-        """kazoo's thread: a suspended session gives the lock up after session-percent of session-ms
-        (Curator's rule), before the session can expire and another server take the lock."""
-        if state == self._state.CONNECTED:
-            self._suspended_at = None
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            return
+        """kazoo's thread: an expired session took our lock's node with it."""
         if state == self._state.LOST:
             self._give_up("the ZooKeeper session expired")
-            return
-        self._suspended_at = time.monotonic()  # SUSPENDED
-        if self._locks and self._timer is None:
-            grace = self.session_ms * self.session_percent / 100 / 1000
-            self._timer = threading.Timer(grace, self._give_up, ("the ZooKeeper connection was suspended",))
-            self._timer.daemon = True
-            self._timer.start()
+
+    def _heartbeat(self) -> None:
+        """While a lock is held: ask ZooKeeper for its node every `beat`; each answer that finds it still
+        ours moves `_contact` on to when it was asked. Silence past `grace` (a suspended connection, a
+        frozen ensemble, a partition) gives the lock up, before the server could expire the session."""
+        while not self._stopping.wait(self.beat):
+            held = next(iter(self._held.values()), None)
+            client = self._client
+            if held is None or client is None or self._given_up is not None:
+                continue
+            sent = time.monotonic()
+            with contextlib.suppress(Exception):  # no answer: silence, judged below
+                stat = client.exists_async(f"{held.path}/{held.node}").get(timeout=self.grace)
+                if stat is None or stat.ephemeralOwner != client.client_id[0]:
+                    self._give_up("the lock's node is gone from ZooKeeper")
+                    continue
+                with self._guard:
+                    self._contact = max(self._contact, sent)
+            silent = time.monotonic() - self._contact
+            if silent >= self.grace:
+                self._give_up(f"nothing heard from ZooKeeper for {silent * 1000:.0f} ms")
 
     def _give_up(self, why: str) -> None:
-        self._timer = None
-        if not self._locks:
-            return
-        for callback in self._lost:
+        """Tell once, and only if a lock is held: a server that only tried one has nothing to lose."""
+        with self._guard:
+            if self._given_up is not None or not any(lock.is_acquired for lock in self._held.values()):
+                return
+            self._given_up = why
+            callbacks = list(self._lost)
+        for callback in callbacks:
             callback(why)
 
 

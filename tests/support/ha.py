@@ -23,6 +23,7 @@ from connections.failover import FailoverConnection, InDoubtError, ReceiveTimeou
 from tests.peers.ports import LOOPBACK, WaitTimeout, free_port, wait_until
 from tests.support.broker import BrokerProcess
 from tests.support.certs import CertFiles
+from tests.support.client import receive, send
 from tests.support.peer import Frame, LinkReply, ScriptedClient, TransferRecord, performative
 from tests.support.peer.connection import PeerLink
 
@@ -32,8 +33,10 @@ FILE_LOCKS = "org.apache.activemq.artemis.lockmanager.file.FileBasedLockManager"
 CLUSTER = "<cluster-user>cluster</cluster-user><cluster-password>cluster-secret</cluster-password>"
 ORDERS = '<address name="orders"><anycast><queue name="orders"/></anycast></address>'
 IN_DOUBT = "orders.in-doubt"  # the queue of `InDoubtSend`'s messages: nothing takes them but its check
-PAIR_ADDRESSES = (
-    ORDERS + f'<address name="{IN_DOUBT}"><anycast><queue name="{IN_DOUBT}"/></anycast></address>'
+PROBE = "orders.probe"  # what `still_serving` sends and takes back
+PAIR_ADDRESSES = ORDERS + "".join(
+    f'<address name="{name}"><anycast><queue name="{name}"/></anycast></address>'
+    for name in (IN_DOUBT, PROBE)
 )
 
 
@@ -154,6 +157,19 @@ def stays(condition: Callable[[], bool], seconds: float, what: str) -> None:
     except WaitTimeout:
         return
     raise AssertionError(f"{what} happened within {seconds:g}s")
+
+
+def still_serving(broker: BrokerProcess, seconds: float, what: str) -> None:
+    """A server that took over still serves `seconds` later: it did not halt (`AMQ222325`) or exit in
+    that window, and then a durable send to it is Accepted."""
+    assert broker.proc is not None
+
+    def gone() -> bool:
+        return (broker.proc is not None and broker.proc.poll() is not None) or "AMQ222325" in broker.log()
+
+    stays(gone, seconds, f"{what} halting")
+    assert send(broker.url, PROBE, ["still serving"]) == 1
+    assert [m.body for m in receive(broker.url, PROBE, 1, timeout=5)] == ["still serving"]
 
 
 def journal_holds(directories: Sequence[Path], text: str) -> bool:
