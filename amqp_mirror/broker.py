@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any
 
 from broker_core.acceptor import Listener
@@ -184,6 +184,15 @@ class Broker:
         if acceptor is None:
             return next(iter(self.listener.bound.values()))[1]
         return self.listener.bound[acceptor][1]
+
+    def quiesce(self, keep: Container[object] = ()) -> None:
+        """The first part of a stop: no new connection, no broker connection, and every client closed but
+        the engines in `keep` (a replica's stream, which takes the last batches before the stop)."""
+        if self.connections is not None:
+            self.connections.stop()
+        if self.listener is not None:
+            self.listener.stop_accepting()
+            self.listener.close_clients(keep)
 
     async def stop(self) -> None:
         if not self.server.started:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Container
 from pathlib import Path
 from typing import Protocol
 
@@ -74,6 +74,12 @@ class Coordinator(Protocol):
 
     def stopping(self, failover: bool) -> None:
         """This active server is about to stop: from now on it confirms nothing its partner may lack."""
+
+    def kept_connections(self) -> Container[object]:
+        """Stopping with a hand-over: the engines of the connections that must outlive the clients'."""
+
+    async def hand_over(self) -> None:
+        """Stopping, failing over, its clients gone: give the partner what it lacks, then the word."""
 
     def stop_failing_over(self) -> None:
         """The broker has stopped: let the partner take over."""
@@ -137,6 +143,12 @@ class SharedStoreCoordinator:
 
     def stopping(self, failover: bool) -> None:
         pass  # one store: nothing to tell a partner that the lock files do not say
+
+    def kept_connections(self) -> Container[object]:
+        return ()
+
+    async def hand_over(self) -> None:
+        pass  # one store: the backup reads what the journal holds
 
     def stop_failing_over(self) -> None:
         self.store.stop_failing_over()
@@ -212,7 +224,9 @@ class HaController:
         await self.on(Event.FORCE_FAILOVER)
 
     async def on(self, event: Event) -> None:
-        step = next_step(self.role, self.state, event, failover_on_shutdown=self.policy.failover_on_shutdown)
+        # a replicated server's clean stop always hands over to its synchronized replica (not configurable)
+        failover = self.policy.failover_on_shutdown or self.policy.kind == HaKind.REPLICATION
+        step = next_step(self.role, self.state, event, failover_on_shutdown=failover)
         if step.action == Action.NONE and step.state == self.state:
             return
         level = logging.INFO if step.state != self.state else logging.DEBUG  # a retry is not news
@@ -265,9 +279,7 @@ class HaController:
             self._every(lambda: self.coordinator.watch_every, self.coordinator.watch)
         elif action == Action.STEP_DOWN:
             log.info("AMQ221002: backup %s stepping down: its primary is back (allow-failback)", name)
-            self.coordinator.stopping(failover=True)
-            await self._close_broker()
-            self.coordinator.stop_failing_over()  # the lock goes to the primary, which waits for it
+            await self._stop_handing_over()  # the lock goes to the primary, which waits for it
             if self.policy.restart_backup:
                 self.coordinator.release()
                 self.broker = self._new_broker()
@@ -280,9 +292,7 @@ class HaController:
             await self._halt()
         elif action == Action.STOP_FAILING_OVER:
             log.info("AMQ221008: %s stopping; its backup takes over", name)
-            self.coordinator.stopping(failover=True)
-            await self._close_broker()
-            self.coordinator.stop_failing_over()
+            await self._stop_handing_over()
             await self.on(Event.STOPPED)
         elif action == Action.STOP_PAUSED:
             log.info("AMQ221001: %s stopping; its backup stays passive (failover-on-shutdown false)", name)
@@ -348,6 +358,15 @@ class HaController:
     async def _close_broker(self) -> None:
         self._cancel()
         await self.broker.stop()
+
+    async def _stop_handing_over(self) -> None:
+        """Clients first (what they sent is in the journal or in doubt), then the partner gets the last
+        batches and the word to take over, then the broker stops and the lock goes."""
+        self._cancel()
+        self.broker.quiesce(self.coordinator.kept_connections())
+        await self.coordinator.hand_over()
+        await self._close_broker()
+        self.coordinator.stop_failing_over()
 
     # -------------------------------------------------------------------------------- timers
 

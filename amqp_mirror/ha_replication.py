@@ -23,7 +23,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -101,6 +101,8 @@ class ReplicationCoordinator:
         self.primary_back = False  # an active backup: its primary replicates from it, synchronized
         self.coordinated: int | None = None
         self.fence_timeout = FENCE_TIMEOUT
+        cluster = config.cluster_connection()
+        self.call_timeout = (cluster.call_timeout if cluster is not None else 30000) / 1000
         self._fencing: asyncio.Task[None] | None = None
         self._ticker: asyncio.TimerHandle | None = None
         self._started = False
@@ -265,6 +267,31 @@ class ReplicationCoordinator:
     def stopping(self, failover: bool) -> None:
         if self.service is not None:
             self.service.stopping(failover)
+
+    def kept_connections(self) -> Container[object]:
+        feed = self.service.feed if self.service is not None else None
+        return (feed.peer.conn,) if feed is not None else ()
+
+    async def hand_over(self) -> None:
+        """A clean stop hands over to a synchronized replica, once it has every batch (bounded by the
+        cluster connection's call-timeout); without one, nobody takes over."""
+        service, name = self.service, self.controller.config.name
+        if service is None:
+            return
+        peer = service.feed.peer.name if service.feed is not None else ""
+        complete = await service.hand_over(self.call_timeout)
+        if complete is None:
+            log.info("AMQ951061: %s stops with no synchronized backup: nobody takes over", name)
+        elif complete:
+            log.info("AMQ951062: %s handed over to %s with every batch it wrote", name, peer)
+        else:
+            log.warning(
+                "AMQ951063: %s hands over to %s, which did not confirm the last batches within "
+                "call-timeout %d ms (their confirmations never went out: the clients resend them)",
+                name,
+                peer,
+                self.call_timeout * 1000,
+            )
 
     def stop_failing_over(self) -> None:
         self._unlock()

@@ -22,6 +22,7 @@ An unsynchronized backup could not have activated: its going releases nothing, a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -142,6 +143,23 @@ class ReplicationService:
         if self.feed is not None:
             self.feed.say_stopping(failover)
 
+    async def hand_over(self, timeout: float) -> bool | None:
+        """Stopping cleanly, its clients gone: wait, at most `timeout` seconds, until the synchronized
+        backup has every batch written so far, then tell it to take over. Whether it had them all in
+        time (what it lacks was never confirmed: confirmations wait for it); None without a synchronized
+        backup (nobody to hand over to: the server simply stops)."""
+        feed = self.feed
+        if feed is None or not feed.synchronized:
+            self.stopping(failover=False)
+            return None
+        journal = self.server.journal
+        self.server.persistence.flush()
+        if journal is not None:
+            journal.flush()  # everything handed over is written, so tapped: `last_tag` is final
+        complete = await feed.caught_up(timeout)
+        self.stopping(failover=True)
+        return complete
+
 
 class ReplicaFeed:
     """One backup's link: the snapshot, then the live batches, each as credit allows."""
@@ -164,6 +182,9 @@ class ReplicaFeed:
         self._tag = 0
         self._closed = False
         self._sync_timer: asyncio.TimerHandle | None = None
+        self.last_tag = 0  # the last batch tapped (writer thread)
+        self.covered_tag = 0  # the last batch the backup has
+        self._catching_up: asyncio.Future[None] | None = None
 
     # ------------------------------------------------------------------- journal (writer thread)
 
@@ -181,6 +202,7 @@ class ReplicaFeed:
                     assert isinstance(record, PageRemoved)
                     self._page_ends.pop(record.page, None)
             self._live.append((entry.tag, wire.live(entry.tag, chunks, entry.data)))
+            self.last_tag = entry.tag
         self.service.post(self.send)
 
     def _page_chunk(self, page: int, end: int) -> wire.PageChunk | None:
@@ -279,7 +301,25 @@ class ReplicaFeed:
             )
             self.service.on_change(True, self.role)
         elif isinstance(what, int):
+            self.covered_tag = max(self.covered_tag, what)
             self.barrier.covered(what)
+            self._check_caught_up()
+
+    async def caught_up(self, timeout: float) -> bool:
+        """Wait until the backup has every batch tapped so far (at most `timeout` seconds, and not past
+        the link's end); whether it has them all."""
+        target = self.last_tag
+        if self.covered_tag < target and not self._closed:
+            self._catching_up = asyncio.get_running_loop().create_future()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._catching_up), timeout)
+            self._catching_up = None
+        return self.covered_tag >= target
+
+    def _check_caught_up(self) -> None:
+        waiting = self._catching_up
+        if waiting is not None and not waiting.done() and (self.covered_tag >= self.last_tag or self._closed):
+            waiting.set_result(None)
 
     def detached(self) -> None:
         self._end("the backup went away")
@@ -307,6 +347,7 @@ class ReplicaFeed:
                 journal.snapshot_copied()
         was = self.synchronized
         self.synchronized = False
+        self._check_caught_up()
         self.service.ended(self)
         log.warning("AMQ222092: replication to backup %s stopped: %s", self.peer.name, why)
         if self.service.closing:
