@@ -98,6 +98,10 @@ class Coordinator(Protocol):
         """Active: whether a backup is there to take over (waiting on the shared store, or replicating)."""
         ...
 
+    def counters(self) -> dict[str, int]:
+        """What the coordinator counts, for the metrics (replicas dropped for lagging)."""
+        ...
+
 
 class SharedStoreCoordinator:
     """The shared store's lock files decide (broker_core/ha/shared_store.py)."""
@@ -167,6 +171,9 @@ class SharedStoreCoordinator:
 
     def backup_present(self) -> bool:
         return self.store.backup_waiting()
+
+    def counters(self) -> dict[str, int]:
+        return {}
 
 
 class HaController:
