@@ -211,11 +211,11 @@ class HaController:
         self.prepare(broker)
         return broker
 
-    def _new_coordinator(self) -> Coordinator:
+    def _new_coordinator(self, stepped_down: bool = False) -> Coordinator:
         if self.policy.kind == HaKind.REPLICATION:
             from .ha_replication import ReplicationCoordinator
 
-            return ReplicationCoordinator(self)
+            return ReplicationCoordinator(self, stepped_down)
         return SharedStoreCoordinator(self)
 
     # ------------------------------------------------------------------------------- driving
@@ -290,7 +290,7 @@ class HaController:
             if self.policy.restart_backup:
                 self.coordinator.release()
                 self.broker = self._new_broker()
-                self.coordinator = self._new_coordinator()
+                self.coordinator = self._new_coordinator(stepped_down=True)
                 await self.on(Event.STEPPED_DOWN)
             else:
                 self.rejoin = "it stepped down for its primary (failback; restart-backup is false)"

@@ -40,6 +40,8 @@ from broker_core.journal.node_id import adopt_node_id, coordinated_node_id, load
 from connections.outbound import OutboundConnection
 from connections.policies import ConnectError, LinkHost, LinkRole
 
+from .ha_admin import clear_break_glass, node_id_of, read_break_glass
+
 if TYPE_CHECKING:
     from broker_core.amqp.connection import Link
     from broker_core.config.model import BrokerConfig
@@ -71,7 +73,9 @@ class Controller(Protocol):
 
 
 class ReplicationCoordinator:
-    def __init__(self, controller: Controller) -> None:
+    def __init__(self, controller: Controller, stepped_down: bool = False) -> None:
+        """`stepped_down`: a backup that has just handed over to its primary (restart-backup) follows it,
+        though its copy is as new as the primary's until the primary activates."""
         config = controller.config
         policy = config.ha_policy
         assert policy.manager is not None  # the configuration refuses replication without one
@@ -101,8 +105,17 @@ class ReplicationCoordinator:
                     shared,
                     policy.coordination_id,
                 )
+        self.break_glass = read_break_glass(config)
+        if self.break_glass is not None:
+            log.warning(
+                "AMQ951066: %s starts after an operator broke glass (%s): it activates with its journal",
+                config.name,
+                ", ".join(f"{k} {v}" for k, v in self.break_glass.items()),
+            )
         if self.role == HaRole.BACKUP:
-            self.candidate = Candidate.BACKUP
+            has_copy = read_activation_sequence(self.lock_dir) > 0 and node_id_of(config) is not None
+            has_copy = has_copy and not stepped_down
+            self.candidate = Candidate.BACKUP_WITH_COPY if has_copy else Candidate.BACKUP
         elif policy.check_for_active_server:
             self.candidate = Candidate.PRIMARY_CHECKING
         else:
@@ -244,6 +257,8 @@ class ReplicationCoordinator:
         assert node is not None
         sequence = await self._run(self._claim, node)
         log.info("AMQ221029: %s activates with activation sequence %d", self.controller.config.name, sequence)
+        if self.break_glass is not None:
+            clear_break_glass(self.controller.config)  # done: the next start is an ordinary one
 
     def _claim(self, node: str, fencing: bool = False) -> int:
         """activation.claim's steps against the lock manager (a worker thread). `fencing`: an active
@@ -411,7 +426,7 @@ class ReplicationCoordinator:
     # ---------------------------------------------------------------------------- replicating
 
     def _node_id(self) -> str | None:
-        if self.role == HaRole.PRIMARY and self.client is None:
+        if self.candidate != Candidate.BACKUP and self.client is None:  # its own journal's (or adopted) id
             return load_or_create_node_id(Path(self.controller.config.journal_directory))
         return self.replica.node_id
 
@@ -425,7 +440,7 @@ class ReplicationCoordinator:
         if not partners:
             log.error("AMQ222328: %s has no partner <connector> to replicate from", config.name)
             return
-        if self.role == HaRole.PRIMARY:  # a primary follows only an active server of its own node id
+        if self.candidate != Candidate.BACKUP:  # a primary follows only an active server of its node id
             self.replica.expected_node_id = load_or_create_node_id(Path(config.journal_directory))
         cluster = config.cluster_connection()
         connection = AmqpConnection(

@@ -4,7 +4,8 @@ streams from it (`feed_step`). The composition root (amqp_mirror/ha_replication.
 feeds the events in and carries the actions out; these tables are the whole of the logic, tested over
 every pair (tests/ha/test_replication_states.py). An event a state does not list changes nothing.
 
-**Passive.** A backup follows its primary's stream from the start; once synchronized, a lost stream
+**Passive.** A backup follows its primary's stream (one that holds a copy from before, and finds it the
+newest, activates with it instead: it was the last active server); once synchronized, a lost stream
 (the primary dead, or gone silent past connection-ttl) makes it *orphaned*: it tries the lock until it
 has it or the stream comes back. A primary that stopped cleanly says so first: "failover" (a hand-over:
 the backup takes the lock at once, the primary having released it) or "paused" (the backup waits for it
@@ -35,7 +36,8 @@ class Candidate(StrEnum):
 
     PRIMARY = "primary"
     PRIMARY_CHECKING = "primary with check-for-active-server"
-    BACKUP = "backup"
+    BACKUP = "backup"  # an empty one: it has never held a synchronized copy
+    BACKUP_WITH_COPY = "backup with a copy"  # its local activation sequence is above 0
 
 
 class Follow(StrEnum):
@@ -110,13 +112,20 @@ _FOLLOW |= {
     (S.ALONE, E.LOCK_REFUSED): FollowStep(S.FOLLOWING, (A.SAY_FOLLOWING_ACTIVE, A.FOLLOW)),
     (S.PROBING, E.STREAM_UP): FollowStep(S.FOLLOWING, (A.SAY_FOUND_ACTIVE,)),
     (S.PROBING, E.NONE_FOUND): FollowStep(S.ALONE, (A.UNFOLLOW, A.TRY_LOCK)),
+    # waiting for a claimer, and another server is active now (the claimer, repaired): follow it
+    (S.AWAITING_REPAIR, E.LOCK_REFUSED): FollowStep(S.FOLLOWING, (A.SAY_FOLLOWING_ACTIVE, A.FOLLOW)),
 }
-# how each begins: a primary tries the lock (having probed its partners, with check-for-active-server),
-# a backup follows its primary
+# how each begins: a primary tries the lock (having probed its partners, with check-for-active-server);
+# an empty backup follows its primary; a backup with a copy tries the lock first, and activates if its
+# copy is the newest (it was the last active server, or an operator broke glass for it), else follows
 _BY_CANDIDATE: dict[Candidate, dict[tuple[Follow, FollowEvent], FollowStep]] = {
     Candidate.PRIMARY: {(S.STARTING, E.TICK): FollowStep(S.ALONE, (A.TRY_LOCK,))},
     Candidate.PRIMARY_CHECKING: {(S.STARTING, E.TICK): FollowStep(S.PROBING, (A.PROBE,))},
     Candidate.BACKUP: {(S.STARTING, E.TICK): FollowStep(S.FOLLOWING, (A.FOLLOW,))},
+    Candidate.BACKUP_WITH_COPY: {
+        (S.STARTING, E.TICK): FollowStep(S.ALONE, (A.TRY_LOCK,)),
+        (S.ALONE, E.MAYBE_IN_SYNC): FollowStep(S.FOLLOWING, (A.RELEASE_MAYBE, A.FOLLOW)),
+    },
 }
 
 

@@ -224,13 +224,12 @@ def test_parameters_read_with_no_effect_here_are_noted_once_each(write_config: W
         "</primary></replication></ha-policy>"
     )
     config, notes = load(write_config, body)
-    assert config.ha_policy.quorum_size == 3
+    assert config.ha_policy.quorum_size == 3 and config.ha_policy.check_for_active_server is True
     assert [(n.severity, n.element_path.rsplit("/", 1)[1]) for n in notes] == [
-        ("note", "check-for-active-server"),
         ("note", "quorum-size"),
         ("note", "vote-on-replication-failure"),
     ]
-    assert "quorum voting only" in notes[1].message
-    _, notes = load(write_config, "<ha-policy><shared-store><primary><wait-for-activation>false"
-                    "</wait-for-activation></primary></shared-store></ha-policy>")  # fmt: skip
-    assert len(notes) == 1 and "startup never blocks" in notes[0].message
+    assert "quorum voting only" in notes[0].message
+    config, notes = load(write_config, "<ha-policy><shared-store><primary><wait-for-activation>false"
+                         "</wait-for-activation></primary></shared-store></ha-policy>")  # fmt: skip
+    assert notes == [] and config.ha_policy.wait_for_activation is False

@@ -93,7 +93,7 @@ def test_activations_add_one_each_as_the_reference_numbers_them() -> None:
 # ----------------------------------------------------------------------------------- a passive server
 
 S, E, A = Follow, FollowEvent, FollowAction
-P, PC, B = Candidate.PRIMARY, Candidate.PRIMARY_CHECKING, Candidate.BACKUP
+P, PC, B, BC = Candidate.PRIMARY, Candidate.PRIMARY_CHECKING, Candidate.BACKUP, Candidate.BACKUP_WITH_COPY
 TRYING = (S.ALONE, S.ORPHANED, S.HANDED_OVER, S.AWAITING_REPAIR)
 
 FOLLOW: dict[tuple[Candidate, Follow, FollowEvent], FollowStep] = {}
@@ -111,6 +111,7 @@ for c in Candidate:
         (c, S.ALONE, E.LOCK_REFUSED): FollowStep(S.FOLLOWING, (A.SAY_FOLLOWING_ACTIVE, A.FOLLOW)),
         (c, S.PROBING, E.STREAM_UP): FollowStep(S.FOLLOWING, (A.SAY_FOUND_ACTIVE,)),
         (c, S.PROBING, E.NONE_FOUND): FollowStep(S.ALONE, (A.UNFOLLOW, A.TRY_LOCK)),
+        (c, S.AWAITING_REPAIR, E.LOCK_REFUSED): FollowStep(S.FOLLOWING, (A.SAY_FOLLOWING_ACTIVE, A.FOLLOW)),
     }
     for s in TRYING:
         FOLLOW |= {
@@ -124,6 +125,8 @@ FOLLOW |= {
     (P, S.STARTING, E.TICK): FollowStep(S.ALONE, (A.TRY_LOCK,)),
     (PC, S.STARTING, E.TICK): FollowStep(S.PROBING, (A.PROBE,)),
     (B, S.STARTING, E.TICK): FollowStep(S.FOLLOWING, (A.FOLLOW,)),
+    (BC, S.STARTING, E.TICK): FollowStep(S.ALONE, (A.TRY_LOCK,)),
+    (BC, S.ALONE, E.MAYBE_IN_SYNC): FollowStep(S.FOLLOWING, (A.RELEASE_MAYBE, A.FOLLOW)),
 }
 
 
@@ -174,6 +177,16 @@ def test_a_checking_primary_follows_an_active_server_it_finds_and_tries_the_lock
     assert [s.state for s in found] == [S.PROBING, S.PROBING, S.PROBING, S.FOLLOWING]  # the lock untouched
     none = walk(PC, E.TICK, E.NONE_FOUND, E.IN_SYNC)
     assert none[-2].actions == (A.UNFOLLOW, A.TRY_LOCK) and none[-1].state == S.ACTIVATING
+
+
+def test_a_backup_with_a_copy_activates_only_if_it_is_the_newest_and_follows_otherwise() -> None:
+    """The last active server, restarted as a backup, activates with its journal; a stale copy, or one
+    another server's claim may have overtaken, follows; an empty backup never tries the lock first."""
+    assert walk(BC, E.TICK, E.IN_SYNC)[-1].state == S.ACTIVATING
+    assert walk(BC, E.TICK, E.SELF_REPAIR)[-1].state == S.ACTIVATING
+    for event in (E.STALE, E.MAYBE_IN_SYNC, E.LOCK_REFUSED):
+        assert walk(BC, E.TICK, event)[-1].state == S.FOLLOWING
+    assert walk(B, E.TICK, E.IN_SYNC)[-1].state == S.FOLLOWING
 
 
 def test_failback_only_for_a_backup_that_allows_it_and_its_primary() -> None:
