@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from broker_core.config.model import BrokerConfig, HaKind, HaRole
+from broker_core.ha import storage
 from broker_core.ha.lock_managers import LockManagerError
 from broker_core.ha.shared_store import SharedStore
 from broker_core.ha.states import Action, Event, State, next_step
@@ -112,6 +113,9 @@ class SharedStoreCoordinator:
         self.role = config.ha_policy.role
         self.allow_failback = config.ha_policy.allow_failback
         directory = Path(config.node_manager_lock_directory or config.journal_directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        for finding in storage.check(directory):
+            log.warning("%s: %s: %s", finding.log_id, config.name, finding.what)
         node_id = load_or_create_node_id(Path(config.journal_directory))
         self.store = SharedStore(directory, controller.broker.server.data_lock, node_id)
         self.poll_every = POLL

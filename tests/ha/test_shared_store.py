@@ -61,6 +61,7 @@ def test_kill_9_of_the_primary_the_backup_takes_over_and_the_client_follows(tmp_
         killer.join()
         assert conn.connected_uri is not None and conn.connected_uri.port == backup.port
     wait_until(lambda: "AMQ221010" in backup.log(), 10, "the backup to become active")
+    assert "AMQ951069" in primary.log()  # its store is a local disk: said at start
     got = [m.body for m in receive(backup.url, "orders", 1000, timeout=2)]
     duplicates = len(got) - len(set(got))
     counts = f"{len(confirmed)} confirmed, {len(in_doubt)} in doubt, {len(got)} received, {duplicates} dup"
