@@ -102,35 +102,65 @@ def replicated_pair(
     ttl: int = 60000,
     tls: CertFiles | None = None,
     extra: str = "",
+    cluster: str = "",
 ) -> tuple[BrokerProcess, BrokerProcess]:
     """Two brokers, each with its own data directories, replicating through the cluster user, with a
     ZooKeeper lock manager (a short session: failover takes about session-ms). Each finds the other as
     an Artemis pair does: a `<cluster-connection>` whose static connector is the partner; `ttl` is its
-    connection-ttl (how soon a silent partner counts as gone). With `tls`, both acceptors serve TLS only
-    and each connector trusts the certificate: replication runs over TLS."""
-    p1, p2 = free_port(), free_port()
+    connection-ttl (how soon a silent partner counts as gone), `cluster` more of its elements. With `tls`,
+    both acceptors serve TLS only and each connector trusts the certificate: replication runs over TLS."""
+    first, second = replicated_servers(
+        home,
+        connect_string,
+        namespace,
+        [("primary", roles[0], primary_options), ("backup", roles[1], backup_options)],
+        ttl=ttl,
+        tls=tls,
+        extra=extra,
+        cluster=cluster,
+    )
+    return first, second
+
+
+def replicated_servers(
+    home: Path,
+    connect_string: str,
+    namespace: str,
+    members: Sequence[tuple[str, str, str]],
+    *,
+    ttl: int = 60000,
+    tls: CertFiles | None = None,
+    extra: str = "",
+    cluster: str = "",
+    partners: dict[str, list[int]] | None = None,
+) -> list[BrokerProcess]:
+    """Replicated servers of one lock manager, each (name, role, options): each one's static connectors
+    are the others' ports, in order (or `partners[name]`: ports of relays, say)."""
     manager = lock_manager(ZOOKEEPER, connect_string=connect_string, namespace=namespace, session_ms="2000")
     acceptor = f"sslEnabled=true;sslCertPath={tls.cert};sslKeyPath={tls.key}" if tls else ""
     trust = f"?sslEnabled=true;trustStorePath={tls.cert}" if tls else ""
+    ports = {name: free_port() for name, _, _ in members}
     brokers = []
-    for name, port, role, other, options in (
-        ("primary", p1, roles[0], p2, primary_options),
-        ("backup", p2, roles[1], p1, backup_options),
-    ):
+    for name, role, options in members:
+        others = (partners or {}).get(name) or [port for other, port in ports.items() if other != name]
         policy = f"<ha-policy><replication><{role}>{manager}{options}</{role}></replication></ha-policy>"
         connectors = (
-            f'<connectors><connector name="self">tcp://127.0.0.1:{port}{trust}</connector>'
-            f'<connector name="partner">tcp://127.0.0.1:{other}{trust}</connector></connectors>'
-            '<cluster-connections><cluster-connection name="pair"><connector-ref>self</connector-ref>'
-            f"<connection-ttl>{ttl}</connection-ttl>"
-            "<static-connectors><connector-ref>partner</connector-ref></static-connectors>"
-            "</cluster-connection></cluster-connections>"
+            f'<connectors><connector name="self">tcp://127.0.0.1:{ports[name]}{trust}</connector>'
+            + "".join(
+                f'<connector name="partner{i}">tcp://127.0.0.1:{port}{trust}</connector>'
+                for i, port in enumerate(others)
+            )
+            + '</connectors><cluster-connections><cluster-connection name="pair">'
+            f"<connector-ref>self</connector-ref><connection-ttl>{ttl}</connection-ttl>{cluster}"
+            "<static-connectors>"
+            + "".join(f"<connector-ref>partner{i}</connector-ref>" for i in range(len(others)))
+            + "</static-connectors></cluster-connection></cluster-connections>"
         )
         brokers.append(
             BrokerProcess(
                 home / name,
                 name=name,
-                port=port,
+                port=ports[name],
                 xml_kwargs={
                     "addresses": PAIR_ADDRESSES,
                     "extra": policy + connectors + CLUSTER + extra,
@@ -139,7 +169,7 @@ def replicated_pair(
                 ready_text="AMQ221007" if role == "primary" else "passive on",
             )
         )
-    return brokers[0], brokers[1]
+    return brokers
 
 
 def journal_of(broker: BrokerProcess) -> Path:
@@ -195,7 +225,10 @@ class Relay:
     relay keeps each client's connection alive with heartbeats, until the broker gives the connection
     up: it closes it (it stopped or stepped down: its Close goes through) or its socket goes (it died).
     So a send that reached the broker has its outcome cut off whatever the broker does next: the client
-    holds it in doubt. Connections made later go through untouched."""
+    holds it in doubt. Connections made later go through untouched.
+
+    `pause_when(matches)`: the first frame from the broker that `matches` (a replication packet of some
+    type, say) and everything after it on that connection is kept back, not lost, until `resume()`."""
 
     def __init__(self, port: int) -> None:
         self.target = port
@@ -204,6 +237,8 @@ class Relay:
         self._pipes: list[_Pipe] = []
         self._lock = threading.Lock()
         self._closed = False
+        self.pause_matches: Callable[[bytes], bool] | None = None
+        self.paused = threading.Event()  # a connection's frames are kept back
         threading.Thread(target=self._accept, name=f"relay-{port}", daemon=True).start()
 
     @property
@@ -220,6 +255,17 @@ class Relay:
         with self._lock:
             for pipe in self._pipes:
                 pipe.held.set()
+
+    def pause_when(self, matches: Callable[[bytes], bool]) -> None:
+        self.pause_matches = matches
+
+    def resume(self) -> None:
+        """Deliver what was kept back, in order, and relay as before (the pause happens once)."""
+        self.pause_matches = None
+        with self._lock:
+            pipes = list(self._pipes)
+        for pipe in pipes:
+            pipe.resume()
 
     def close(self) -> None:
         self._closed = True
@@ -242,7 +288,7 @@ class Relay:
                 client.close()  # nothing listens there: as if the broker refused
                 continue
             upstream.settimeout(None)
-            pipe = _Pipe(client, upstream)
+            pipe = _Pipe(client, upstream, self)
             with self._lock:
                 self._pipes = [p for p in self._pipes if not p.closed.is_set()] + [pipe]
             pipe.start()
@@ -252,11 +298,32 @@ class _Pipe:
     """One relayed connection; the broker's bytes go to the client whole frames at a time, so that a
     hold falls between two frames and heartbeats can go in their place."""
 
-    def __init__(self, client: socket.socket, upstream: socket.socket) -> None:
-        self.client, self.upstream = client, upstream
+    def __init__(self, client: socket.socket, upstream: socket.socket, relay: Relay) -> None:
+        self.client, self.upstream, self.relay = client, upstream, relay
         self.held = threading.Event()
         self.closed = threading.Event()
         self._send = threading.Lock()
+        self._kept: list[bytes] | None = None  # paused: the frames kept back
+
+    def resume(self) -> None:
+        with self._send:
+            kept, self._kept = self._kept, None
+            for unit in kept or ():
+                with contextlib.suppress(OSError):
+                    self.client.sendall(unit)
+
+    def _pausing(self, unit: bytes) -> bool:
+        """Whether `unit` is kept back (the pause begins with the first frame that matches)."""
+        with self._send:
+            if self._kept is None:
+                matches = self.relay.pause_matches
+                if matches is None or not matches(unit):
+                    return False
+                self._kept = []
+                self.relay.pause_matches = None
+                self.relay.paused.set()
+            self._kept.append(unit)
+            return True
 
     def start(self) -> None:
         for target in (self._up, self._down, self._beat):
@@ -292,6 +359,8 @@ class _Pipe:
                     if len(buffer) < 8 or len(buffer) < size:
                         break
                     unit, buffer = buffer[:size], buffer[size:]
+                    if self._pausing(unit):
+                        continue
                     if not self.held.is_set():
                         self._to_client(unit)
                     elif _is_close(unit):
@@ -305,6 +374,18 @@ class _Pipe:
             if self.held.is_set():
                 with contextlib.suppress(OSError):
                     self._to_client(_EMPTY_FRAME)
+
+
+def packet_of_type(kind: int) -> Callable[[bytes], bool]:
+    """Matches a frame carrying a replication packet of `kind` (replication_wire.py): the first data
+    section of its message starts with that type byte."""
+    section = b"\x00\x53\x75\xb0"
+
+    def matches(frame: bytes) -> bool:
+        at = frame.find(section)
+        return at >= 0 and len(frame) > at + 8 and frame[at + 8] == kind
+
+    return matches
 
 
 def _is_close(frame: bytes) -> bool:
