@@ -75,3 +75,27 @@ def test_an_outage_before_the_dead_primary_session_expires_leaves_the_backup_ser
     wait_until(lambda: "AMQ221010" in backup.log(), 60, "the backup to take over once ZooKeeper is back")
     still_serving(backup, 3, "the backup that took over")
     backup.stop()
+
+
+def test_an_empty_backup_waits_across_an_outage_and_an_active_backup_halts_in_one(
+    tmp_path: Path, zookeeper: Ensemble
+) -> None:
+    """A backup that has never had a primary stays a backup across a majority outage (LM6), copies and
+    takes over once its primary came and died; active, it halts when the majority goes in turn (LM4)."""
+    primary, backup = replicated_pair(tmp_path, zookeeper.connect_string, "o3")
+    backup.start()
+    majority = outage(zookeeper)
+    try:
+        stays(lambda: "AMQ221010" in backup.log(), 3, "an empty backup activating")
+    finally:
+        heal(zookeeper, majority)
+    primary.start()
+    wait_until(lambda: synchronized(primary), 30, "the backup to synchronize after the outage")
+    primary.kill()
+    wait_until(lambda: "AMQ221010" in backup.log(), 30, "the backup to take over")
+    majority = outage(zookeeper)
+    try:
+        assert backup.proc is not None and backup.proc.wait(timeout=20) == 1  # it halts on its own
+        assert "AMQ222325" in backup.log() and "Traceback" not in backup.log()
+    finally:
+        heal(zookeeper, majority)

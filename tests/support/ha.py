@@ -51,13 +51,22 @@ def shared_pair(
     home: Path, primary_options: str = "", backup_options: str = "", extra: str = ""
 ) -> tuple[BrokerProcess, BrokerProcess]:
     """Two brokers whose data directories are one (`home/shared`), each with the other as its partner."""
-    p1, p2 = free_port(), free_port()
+    primary, backup = shared_servers(
+        home, [("primary", "primary", primary_options), ("backup", "backup", backup_options)], extra
+    )
+    return primary, backup
+
+
+def shared_servers(
+    home: Path, members: Sequence[tuple[str, str, str]], extra: str = ""
+) -> list[BrokerProcess]:
+    """Brokers whose data directories are one (`home/shared`), each (name, role, options); the first
+    member is every other's partner (where a passive one sends clients), and the second the first's."""
+    ports = [free_port() for _ in members]
     shared = home / "shared"
     brokers = []
-    for name, port, role, other, options in (
-        ("primary", p1, "primary", p2, primary_options),
-        ("backup", p2, "backup", p1, backup_options),
-    ):
+    for i, (name, role, options) in enumerate(members):
+        port, other = ports[i], ports[1] if i == 0 else ports[0]
         b = BrokerProcess(
             home / name,
             name=name,
@@ -71,7 +80,7 @@ def shared_pair(
             text = text.replace(f"<{kind}-directory>data/{kind}<", f"<{kind}-directory>{shared}/{kind}<")
         b.config_path.write_text(text)
         brokers.append(b)
-    return brokers[0], brokers[1]
+    return brokers
 
 
 def lock_manager(class_name: str, **properties: str) -> str:
