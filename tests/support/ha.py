@@ -142,22 +142,29 @@ def replicated_servers(
     extra: str = "",
     cluster: str = "",
     partners: dict[str, list[int]] | None = None,
+    hosts: dict[str, str] | None = None,
+    prefixes: dict[str, tuple[str, ...]] | None = None,
+    port: int | None = None,
 ) -> list[BrokerProcess]:
     """Replicated servers of one lock manager, each (name, role, options): each one's static connectors
-    are the others' ports, in order (or `partners[name]`: ports of relays, say)."""
+    are the others', in order (or `partners[name]`: ports of relays, say). `hosts`, `prefixes`: where each
+    listens and what it runs under (a network namespace of its own: then `port` is everyone's)."""
     manager = lock_manager(ZOOKEEPER, connect_string=connect_string, namespace=namespace, session_ms="2000")
     acceptor = f"sslEnabled=true;sslCertPath={tls.cert};sslKeyPath={tls.key}" if tls else ""
     trust = f"?sslEnabled=true;trustStorePath={tls.cert}" if tls else ""
-    ports = {name: free_port() for name, _, _ in members}
+    ports = {name: port or free_port() for name, _, _ in members}
+    where = {name: (hosts or {}).get(name, "127.0.0.1") for name, _, _ in members}
     brokers = []
     for name, role, options in members:
-        others = (partners or {}).get(name) or [port for other, port in ports.items() if other != name]
+        others = [(where[o], p) for o, p in ports.items() if o != name]
+        if partners and name in partners:
+            others = [("127.0.0.1", p) for p in partners[name]]
         policy = f"<ha-policy><replication><{role}>{manager}{options}</{role}></replication></ha-policy>"
         connectors = (
-            f'<connectors><connector name="self">tcp://127.0.0.1:{ports[name]}{trust}</connector>'
+            f'<connectors><connector name="self">tcp://{where[name]}:{ports[name]}{trust}</connector>'
             + "".join(
-                f'<connector name="partner{i}">tcp://127.0.0.1:{port}{trust}</connector>'
-                for i, port in enumerate(others)
+                f'<connector name="partner{i}">tcp://{host}:{p}{trust}</connector>'
+                for i, (host, p) in enumerate(others)
             )
             + '</connectors><cluster-connections><cluster-connection name="pair">'
             f"<connector-ref>self</connector-ref><connection-ttl>{ttl}</connection-ttl>{cluster}"
@@ -176,6 +183,8 @@ def replicated_servers(
                     "acceptor_params": acceptor,
                 },
                 ready_text="AMQ221007" if role == "primary" else "passive on",
+                host=where[name],
+                prefix=(prefixes or {}).get(name, ()),
             )
         )
     return brokers
@@ -239,8 +248,9 @@ class Relay:
     `pause_when(matches)`: the first frame from the broker that `matches` (a replication packet of some
     type, say) and everything after it on that connection is kept back, not lost, until `resume()`."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, host: str = LOOPBACK) -> None:
         self.target = port
+        self.host = host  # the broker's
         self._listener = socket.create_server((LOOPBACK, 0))
         self.port: int = self._listener.getsockname()[1]
         self._pipes: list[_Pipe] = []
@@ -292,7 +302,7 @@ class Relay:
             except OSError:
                 return
             try:
-                upstream = socket.create_connection((LOOPBACK, self.target), timeout=2)
+                upstream = socket.create_connection((self.host, self.target), timeout=2)
             except OSError:
                 client.close()  # nothing listens there: as if the broker refused
                 continue
@@ -516,7 +526,7 @@ class InDoubtSend:
     it once, which `check` counts (it fails with duplicate detection off)."""
 
     def __init__(self, pair: tuple[BrokerProcess, BrokerProcess], nested: str = "") -> None:
-        self.relays = [Relay(broker.port) for broker in pair]
+        self.relays = [Relay(broker.port, broker.host) for broker in pair]
         self.uri = failover_uri([broker.url for broker in pair], nested)
         self.relayed = failover_uri([relay.url for relay in self.relays], nested)
         self.producer = Producer(IN_DOUBT)
