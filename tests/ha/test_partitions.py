@@ -98,12 +98,14 @@ def drained(broker: BrokerProcess, count: int) -> list[int]:
     return got
 
 
-def test_primary_and_backup_cut_from_each_other_only(
+def test_primary_and_backup_cut_from_each_other_then_the_backup_cut_from_zookeeper(
     net: Net, pair: tuple[BrokerProcess, BrokerProcess]
 ) -> None:
     """The primary still holds its lock: the backup, its stream gone, tries the lock and never gets it;
-    the primary fences it off and confirms alone. Healed, the backup copies again; every confirmed send
-    is on it, as a failover then shows."""
+    the primary fences it off and confirms alone. Healed, the backup copies again. Then the backup alone
+    is cut from ZooKeeper past its session (the primary and the ensemble healthy): its session expires.
+    Neither the lock it only tried nor its expired session counts against it: when the primary dies it
+    takes over, with every confirmed send, and serves on."""
     topology, _ = net
     primary, backup = pair
     start_synchronized(primary, backup)
@@ -115,11 +117,17 @@ def test_primary_and_backup_cut_from_each_other_only(
         stays(
             lambda: "AMQ221010" in backup.log(), 4, "the backup activating while its primary holds the lock"
         )
+        assert "AMQ951060" in backup.log()  # it tried the lock
         topology.heal("primary", "backup")
         producer.join(60)
     wait_until(lambda: status(primary)["synchronized"] is True, 30, "the backup to copy again")
+    topology.cut("backup", "zk")
+    stays(lambda: "AMQ222325" in primary.log(), 3, "the primary losing its lock")  # past session-ms
+    topology.heal("backup", "zk")
+    wait_until(lambda: "Session has expired" in backup.log(), 20, "the backup to hear its session expired")
     primary.kill()
     wait_until(lambda: "AMQ221010" in backup.log(), 30, "the backup to take over")
+    still_serving(backup, 2, "the backup that took over")
     drained(backup, 300)
     backup.stop()
 
@@ -160,22 +168,4 @@ def test_clients_cut_from_the_primary_only_wait_and_nobody_fails_over(
     assert status(primary)["synchronized"] is True
     drained(primary, 300)
     primary.stop()
-    backup.stop()
-
-
-def test_a_backup_whose_session_expired_on_its_own_can_still_take_over(
-    net: Net, pair: tuple[BrokerProcess, BrokerProcess]
-) -> None:
-    """The backup alone is cut from ZooKeeper for longer than its session (the rest of the ensemble and
-    the primary are healthy): its session expires; healed, it takes over when its primary dies."""
-    topology, _ = net
-    primary, backup = pair
-    start_synchronized(primary, backup)
-    topology.cut("backup", "zk")
-    stays(lambda: "AMQ222325" in primary.log(), 3, "the primary losing its lock")  # past session-ms
-    topology.heal("backup", "zk")
-    wait_until(lambda: "Session has expired" in backup.log(), 20, "the backup to hear its session expired")
-    primary.kill()
-    wait_until(lambda: "AMQ221010" in backup.log(), 30, "the backup to take over")
-    still_serving(backup, 2, "the backup that took over")
     backup.stop()

@@ -1,12 +1,14 @@
 """A shared-store primary with more than one backup, and a backup that does not fail back (spec A1's
 NM3, NM5 and SS3): backups alone never activate, one waits on the backup lock at a time and takes over
 when the primary dies, the next one when that one dies; with allow-failback false, the active backup
-keeps serving when its primary comes back."""
+keeps serving when its primary comes back. And wait-for-activation: a primary that starts while its
+backup is active tells systemd it is ready only once it has taken over (or at once, with false)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from tests.ops.test_systemd import NotifySocket
 from tests.peers.ports import wait_until
 from tests.support.client import receive, send
 from tests.support.ha import shared_servers, stays, still_serving
@@ -51,3 +53,29 @@ def test_without_allow_failback_the_active_backup_keeps_serving_when_its_primary
     backup.stop()  # a clean stop (no failover-on-shutdown): P, and the primary takes the lock
     wait_until(lambda: "AMQ221007" in primary.log(), 10, "the primary to activate once the backup stops")
     primary.stop()
+
+
+def test_wait_for_activation_says_ready_once_the_primary_is_active_or_at_once(tmp_path: Path) -> None:
+    for waits in (True, False):
+        option = "" if waits else "<wait-for-activation>false</wait-for-activation>"
+        primary, backup = shared_servers(
+            tmp_path / str(waits), [("primary", "primary", option), ("backup", "backup", "")]
+        )
+        primary.start()
+        backup.start()
+        primary.kill()
+        wait_until(lambda b=backup: "AMQ221010" in b.log(), 10, "the backup to take over")
+        notify = NotifySocket()
+        try:
+            primary.env = {"NOTIFY_SOCKET": notify.path}
+            primary.start()  # it fails back: the backup steps down for it
+            wait_until(lambda n=notify: n.seen("READY=1"), 20, "READY=1")
+            [(_, first)] = [(t, m) for t, m in notify.messages if "READY=1" in m.split("\n")][:1]
+            if waits:
+                assert "primary: active, accepting clients" in first, first
+            else:
+                assert "primary: passive primary" in first, first
+        finally:
+            notify.close()
+        primary.stop()
+        backup.kill()

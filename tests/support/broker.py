@@ -97,6 +97,7 @@ class BrokerProcess:
     config: str | None = None  # a whole broker.xml text (e.g. one shared with an Artemis); else generated
     host: str = LOOPBACK  # where it listens (an address of a network namespace it runs in)
     prefix: tuple[str, ...] = ()  # what its command runs under (`ip netns exec NS`)
+    env: dict[str, str] = field(default_factory=dict)  # more of its environment (NOTIFY_SOCKET, say)
 
     @property
     def url(self) -> str:
@@ -126,7 +127,9 @@ class BrokerProcess:
         self.starts += 1
         self.log_path = self.home / f"broker-{self.starts}.log"
         log = open(self.log_path, "wb")  # noqa: SIM115 - the child owns it
-        env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        env = dict(
+            os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), **self.env
+        )
         self.proc = subprocess.Popen(
             [*self.prefix, sys.executable, "-m", "amqp_mirror", "run", "--config", str(self.config_path)],
             stdout=log,
