@@ -17,15 +17,13 @@ from collections.abc import Callable, Container
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from broker_core.amqp.codec import Symbol
-from broker_core.amqp.performatives import ACCEPTED_BYTES, Attach, Source, Target
 from broker_core.config.model import AmqpConnection, Endpoint, HaRole
 from broker_core.config.uri import parse_acceptor_uri
 from broker_core.ha import activation
 from broker_core.ha.lock_managers import LockManager, LockManagerError, lock_manager_for
 from broker_core.ha.node_files import read_activation_sequence, write_activation_sequence
 from broker_core.ha.replica import Replica
-from broker_core.ha.replication_source import GROUP_NAME, ReplicationService, ReplicationSettings
+from broker_core.ha.replication_source import ReplicationService, ReplicationSettings
 from broker_core.ha.replication_states import (
     Candidate,
     Follow,
@@ -34,16 +32,15 @@ from broker_core.ha.replication_states import (
     follow_step,
     steps_down,
 )
-from broker_core.ha.replication_wire import REPLICATION_ADDRESS, ReplicationFormatError
+from broker_core.ha.replication_wire import REPLICATION_ADDRESS
 from broker_core.ha.states import Event
 from broker_core.journal.node_id import adopt_node_id, coordinated_node_id, load_or_create_node_id
 from connections.outbound import OutboundConnection
-from connections.policies import ConnectError, LinkHost, LinkRole
 
 from .ha_admin import clear_break_glass, node_id_of, read_break_glass
+from .ha_replica_link import ReplicaPolicy
 
 if TYPE_CHECKING:
-    from broker_core.amqp.connection import Link
     from broker_core.config.model import BrokerConfig
 
     from .broker import Broker
@@ -53,7 +50,6 @@ log = logging.getLogger("broker.ha")
 POLL = 0.1  # seconds between a passive server's looks at the lock (its calls leave the loop)
 WATCH = 0.2  # seconds: an active server checks it still holds its lock (and whether to fail back)
 REPAIR_WAIT = 2.0  # seconds between looks while the activation sequence awaits its claimer
-REPLICA_CREDIT = 100
 TICK = 0.1  # seconds between looks at the replication connection's keep-alives and silence
 FENCE_TIMEOUT = 10.0  # seconds to fence off a lost replica before giving up (and stopping)
 VERDICT_EVENTS = {
@@ -490,91 +486,3 @@ class ReplicationCoordinator:
     async def _run(self, call: Any, *args: Any) -> Any:
         """A lock manager call, off the loop (it may wait on the network)."""
         return await asyncio.get_running_loop().run_in_executor(None, call, *args)
-
-
-class ReplicaPolicy:
-    """The link policy of a replication connection: one receiving link from the primary's stream."""
-
-    def __init__(
-        self,
-        replica: Replica,
-        name: str,
-        group_name: str | None = None,
-        on_lost: Callable[[], None] = lambda: None,
-    ) -> None:
-        self.replica = replica
-        self.name = name
-        self.group_name = group_name  # said in the attach: a primary of another group refuses it
-        self.on_lost = on_lost
-        self._streaming = False
-        self._pending = 0
-
-    def install(self) -> None:
-        pass
-
-    def attach_all(self, conn: LinkHost) -> None:
-        attach = Attach(
-            name=self.name,
-            role=True,
-            snd_settle_mode=0,
-            rcv_settle_mode=0,
-            source=Source(address=REPLICATION_ADDRESS),
-            target=Target(),
-            properties={Symbol(GROUP_NAME): self.group_name} if self.group_name is not None else None,
-        )
-        conn.attach(attach, LinkRole(self))
-        self._pending = 1
-
-    def remote_attached(self, conn: LinkHost, link: Link) -> None:
-        self._pending = 0
-        answer = link.remote_attach
-        if answer is None or answer.source is None:
-            raise ConnectError("the server refused replication (another backup, another group-name, or the "
-                               "cluster user and password)")  # fmt: skip
-        self._streaming = True
-        engine = conn.conn
-        if engine is not None:
-            engine.flow(link, credit=REPLICA_CREDIT)
-            conn.mark_dirty()
-
-    def local_queue_added(self, conn: LinkHost, queue: Any) -> None:
-        pass
-
-    def on_delivery(
-        self, conn: LinkHost, link: Link, delivery_id: int, settled: bool, payload: bytes
-    ) -> None:
-        engine, session = conn.conn, link.session
-
-        def applied() -> None:
-            if conn.conn is engine and engine is not None and not link.closed_locally:
-                session.incoming_unsettled.pop(delivery_id, None)
-                engine.settle_incoming(session, delivery_id, delivery_id, ACCEPTED_BYTES)
-                if link.credit <= REPLICA_CREDIT // 2:
-                    engine.flow(link, credit=REPLICA_CREDIT)
-                conn.mark_dirty()
-
-        try:
-            self.replica.apply(payload, applied)
-        except (ReplicationFormatError, OSError, ValueError) as exc:
-            log.error("AMQ222329: replication packet not applied (%s); replicating again from the start", exc)
-            if engine is not None:
-                engine.close("amqp:internal-error", f"replication packet not applied: {exc}")
-                conn.mark_dirty()
-
-    def on_outcome(self, conn: LinkHost, link: Link, context: Any, state: Any) -> None:
-        pass
-
-    def outcomes_done(self, conn: LinkHost) -> None:
-        pass
-
-    def on_flow(self, conn: LinkHost, link: Link) -> None:
-        pass
-
-    def detached_all(self, conn: LinkHost) -> None:
-        self._pending = 0
-        if self._streaming:
-            self._streaming = False
-            self.on_lost()
-
-    def pending(self) -> int:
-        return self._pending
