@@ -302,7 +302,7 @@ class HaController:
         elif action == Action.HALT:
             await self._halt()
         elif action == Action.STOP_FAILING_OVER:
-            log.info("AMQ221008: %s stopping; its backup takes over", name)
+            log.info("AMQ221008: %s stopping; its backup, if it has one, takes over", name)
             await self._stop_handing_over()
             await self.on(Event.STOPPED)
         elif action == Action.STOP_PAUSED:
