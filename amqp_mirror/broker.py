@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Container
+from typing import Any, Protocol
 
 from broker_core.acceptor import Listener
 from broker_core.amqp.connection import Connection
-from broker_core.config.model import AmqpConnection, BrokerConfig
+from broker_core.config.model import AmqpConnection, BrokerConfig, HaRole
 from broker_core.errors import NotAllowed
 from broker_core.inbound_attach import Termini
 from broker_core.inbound_links import LinkConsumer
@@ -39,6 +39,16 @@ ACK_RETRY_INTERVAL = 0.1  # Artemis's mirror-ack-manager-retry-delay default (10
 WRITE_RETRY_INTERVAL = 1.0  # after a full disk, how often the held journal writes are tried again
 
 
+class HaControl(Protocol):
+    """What a broker's management asks of the HA controller that runs it (amqp_mirror/ha.py)."""
+
+    role: HaRole
+
+    def status(self) -> dict[str, object]: ...
+
+    async def force_failover(self) -> None: ...
+
+
 class Broker:
     """One server and its sockets on a running loop."""
 
@@ -57,7 +67,7 @@ class Broker:
         self._disk_timer: asyncio.TimerHandle | None = None
         self._write_retry: asyncio.TimerHandle | None = None
         self.on_started: list[Callable[[Broker], None]] = []
-        self.ha: Any = None  # its HA controller (amqp_mirror/ha.py), under an HA policy
+        self.ha: HaControl | None = None  # its HA controller, under an HA policy
 
     async def start(self) -> None:
         """Recover, listen, then connect out."""
@@ -116,7 +126,7 @@ class Broker:
         ha = self.ha
         op = self.management.add_operation
         op(BROKER, "getHAStatus", lambda _, __: ha.status() if ha is not None else {"policy": "primary-only"})
-        op(BROKER, "isBackup", lambda _, __: ha is not None and str(ha.role) == "backup")
+        op(BROKER, "isBackup", lambda _, __: ha is not None and ha.role == HaRole.BACKUP)
         op(BROKER, "isActive", lambda _, __: self.server.started)
         # Artemis's isReplicaSync: a replicated server whose replica is synchronized with it
         op(BROKER, "isReplicaSync", lambda _, __: ha is not None and ha.status().get("synchronized") is True)
@@ -124,8 +134,9 @@ class Broker:
         def force_failover(_: str, __: list[Any]) -> bool:
             if ha is None:
                 raise ValueError("forceFailover needs an HA policy (shared-store or replication)")
+            control = ha
             # after this reply is written: the stop closes every connection, the requester's too
-            self.loop.call_later(0.1, lambda: self.loop.create_task(ha.force_failover()))
+            self.loop.call_later(0.1, lambda: self.loop.create_task(control.force_failover()))
             return True
 
         op(BROKER, "forceFailover", force_failover)
@@ -184,6 +195,15 @@ class Broker:
         if acceptor is None:
             return next(iter(self.listener.bound.values()))[1]
         return self.listener.bound[acceptor][1]
+
+    def quiesce(self, keep: Container[object] = ()) -> None:
+        """The first part of a stop: no new connection, no broker connection, and every client closed but
+        the engines in `keep` (a replica's stream, which takes the last batches before the stop)."""
+        if self.connections is not None:
+            self.connections.stop()
+        if self.listener is not None:
+            self.listener.stop_accepting()
+            self.listener.close_clients(keep)
 
     async def stop(self) -> None:
         if not self.server.started:

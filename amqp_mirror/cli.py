@@ -128,8 +128,20 @@ def _cmd_connections(args: argparse.Namespace) -> int:
 
 
 def _cmd_ha(args: argparse.Namespace) -> int:
-    """`ha status` and `ha failover` over management; a passive server answers with where the active is."""
+    """`ha status` and `ha failover` over management; a passive server answers with where the active is.
+    `ha sequence` and `ha break-glass` read a stopped server's broker.xml (ha_admin.py)."""
     import json
+
+    if args.action in ("sequence", "break-glass"):
+        from .ha_admin import main as admin_main
+
+        if not args.config:
+            print(
+                f"amqp-mirror ha {args.action}: needs --config, the stopped server's broker.xml",
+                file=sys.stderr,
+            )
+            return USAGE_ERROR
+        return admin_main(args.action, args.config, args.node_id)
 
     from connections.cli import explain, request
     from connections.failover.client import Redirected
@@ -276,8 +288,21 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--password", help="that user's password")
     p.set_defaults(func=_cmd_connections)
 
-    p = command("ha", "the HA role and state of a running broker, or make it fail over to its backup")
-    p.add_argument("action", choices=["status", "failover"], help="show the state, or forceFailover")
+    p = command(
+        "ha",
+        "the HA role and state of a running broker, or make it fail over to its backup; a stopped replicated "
+        "server's activation sequence, or break glass: let it activate with the journal it has",
+    )
+    p.add_argument(
+        "action",
+        choices=["status", "failover", "sequence", "break-glass"],
+        help="show the state; forceFailover; show the activation sequence (--config); break glass (--config, "
+        "--node-id)",
+    )
+    p.add_argument("--config", metavar="FILE", help="sequence, break-glass: the stopped server's broker.xml")
+    p.add_argument(
+        "--node-id", help="break-glass: the node id, typed back to say this is meant (`ha sequence` shows it)"
+    )
     p.add_argument("--url", default="amqp://127.0.0.1:5672", help="the broker's AMQP URL")
     p.add_argument("--user", help="a user with the manage permission")
     p.add_argument("--password", help="that user's password")

@@ -48,7 +48,7 @@ def run(configs: list[BrokerConfig]) -> int:
 
     def on_exit(code: int, why: str) -> None:  # an HA controller ended its broker (halted, stepped down)
         exit_codes.append(code)
-        if code and code != EXIT_REJOIN:
+        if why:  # a halt has said why already, in its one CRITICAL line
             failed.append(why)
         stop.set()
 
@@ -113,7 +113,7 @@ def run(configs: list[BrokerConfig]) -> int:
     finally:
         with contextlib.suppress(Exception):
             loop.close()
-    if failed:
+    if failed or any(code not in (0, EXIT_REJOIN) for code in exit_codes):
         for line in failed:
             log.error("%s", line)
         return 1

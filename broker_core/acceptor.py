@@ -10,7 +10,7 @@ import asyncio
 import logging
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -241,6 +241,15 @@ class Listener:
     def stop_accepting(self) -> None:
         for srv in self.servers:
             srv.close()
+
+    def close_clients(self, keep: Container[object]) -> None:
+        """Close every connection but those whose engine is in `keep` (a replica's stream, while the
+        server hands over to it before it stops)."""
+        for s in list(self.sockets):
+            endpoint = s.endpoint
+            if endpoint is None or endpoint.conn not in keep:
+                s.close(errors.CONNECTION_FORCED, "broker shutting down")
+        self.turn.flush()
 
     async def close_connections(self) -> None:
         for s in list(self.sockets):

@@ -143,6 +143,12 @@ class BrokerCollector(Collector):
                 "1 while a backup is ready to take over from this active server (0: the pair has none).",
                 node.ha.backup_present(),
             )
+        if node.ha is not None:
+            yield _counter(
+                "ha_replicas_dropped_lagging",
+                "Replicas this server dropped (and fenced off) for not confirming within call-timeout.",
+                node.ha.coordinator.counters().get("replicas_dropped_lagging", 0),
+            )
         failovers = CounterMetricFamily(
             PREFIX + "ha_failovers", "HA transitions of this server, by reason.", labels=["reason"]
         )

@@ -10,7 +10,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from broker_core.config.model import HaRole
+from broker_core.config.model import HaKind, HaRole
 from broker_core.ha.states import Event, State
 
 from ..console import Console
@@ -36,6 +36,7 @@ class Operations:
         ]
         self.consoles = [Console(node, loop) for node in nodes if node.config.console is not None]
         self.watch = MirrorWatch(loop, nodes)
+        self._ready_sent = False
         interval = systemd.watchdog_interval()
         self.watchdog = systemd.Watchdog(loop, interval) if interval else None
         for node in nodes:
@@ -50,11 +51,24 @@ class Operations:
             await console.start()
 
     def started(self) -> None:
-        """Every server is up in its role: systemd hears READY=1, and the watchdog starts."""
+        """Every server is up in its role: systemd hears READY=1 (a primary with wait-for-activation:
+        once it is active), and the watchdog starts."""
         self.watch.start()
         if self.watchdog is not None:
             self.watchdog.start()
-        systemd.notify("READY=1", f"STATUS={self.status_line()}")
+        self._ready_sent = not self._awaiting_activation()
+        systemd.notify(*(("READY=1",) if self._ready_sent else ()), f"STATUS={self.status_line()}")
+
+    def _awaiting_activation(self) -> bool:
+        """A shared-store primary with wait-for-activation (the default) is started once it is active."""
+        return any(
+            node.ha is not None
+            and node.ha.policy.kind == HaKind.SHARED_STORE
+            and node.ha.role == HaRole.PRIMARY
+            and node.ha.policy.wait_for_activation
+            and not node.active()
+            for node in self.nodes
+        )
 
     def status_line(self) -> str:
         parts = []
@@ -74,7 +88,9 @@ class Operations:
                 self.failovers[node.name].count(_reason(event))
             elif event == Event.FAILBACK_REQUESTED:
                 self.failovers[node.name].count("failback")
-            systemd.notify(f"STATUS={self.status_line()}")
+            ready = not self._ready_sent and not self._awaiting_activation()
+            self._ready_sent = self._ready_sent or ready
+            systemd.notify(*(("READY=1",) if ready else ()), f"STATUS={self.status_line()}")
 
         return on_transition
 

@@ -252,6 +252,7 @@ _CLUSTER_TIMES: dict[str, Callable[[str], int]] = {
     "check-period": lambda t: parse_int(t, minimum=1),
     "retry-interval": lambda t: parse_int(t, minimum=1),
     "reconnect-attempts": lambda t: parse_int(t, minimum=-1),
+    "call-timeout": lambda t: parse_int(t, minimum=1),
 }
 
 

@@ -409,6 +409,7 @@ class ClusterConnection(Frozen):
     check_period: int = 30000  # read; over AMQP each side sends keep-alives at half the other's TTL
     retry_interval: int = 500
     reconnect_attempts: int = -1
+    call_timeout: int = 30000  # ms a server waits for its partner's answer (a replica's confirmations)
 
 
 # ---------------------------------------------------------------- metrics

@@ -389,12 +389,10 @@ HA_PARAMETERS: dict[str, Rule] = {
             "max-saved-replicated-journals-size",
             "retry-replication-wait",
             "manager",
+            "wait-for-activation",
+            "check-for-active-server",
         )
     },
-    "wait-for-activation": inert("startup never blocks: a primary waits for its lock in the background"),
-    "check-for-active-server": inert(
-        "with a <manager>, the coordinated activation sequence keeps a stale primary passive"
-    ),
     **{
         name: inert(_QUORUM)
         for name in (
@@ -437,7 +435,7 @@ CLUSTER_CONNECTION: dict[str, Rule] = {
     },
     "reconnect-attempts": IMPLEMENTED,
     "check-period": inert("each side sends keep-alives at half the other's connection-ttl"),
-    "call-timeout": refused("a connected backup too slow to confirm replication is not dropped"),
+    "call-timeout": IMPLEMENTED,
     "discovery-group-ref": refused(_NO_DISCOVERY),
     "@uri": refused("a cluster connection is written with its elements here"),
     "message-load-balancing": refused(_NO_CLUSTER, "OFF"),

@@ -6,9 +6,10 @@ must be to activate. Two implementations:
 
 - ZooKeeper, through kazoo (the class name of Artemis's Curator manager selects it), with the seed's
   properties: `connect-string`, `session-ms` (18000), `session-percent` (33), `connection-ms` (8000),
-  `retries` (1), `retries-ms` (1000), `namespace`. A holder that loses its session connection gives the
-  lock up after `session-percent` of `session-ms` (the lock is then `lost`), before the session can expire
-  and another server take it: never two actives.
+  `retries` (1), `retries-ms` (1000), `namespace`. A holder that has heard nothing from ZooKeeper for
+  `session-percent` of `session-ms` gives the lock up (the lock is then `lost`), before its session can
+  expire and another server take it: never two actives. Only a lock held is ever lost: a passive server
+  that merely tried one has nothing to give up.
 - A file lock for one host (tests, laptops): `locks-folder` holds `<nodeId>.lock` (an OFD lock) and
   `<nodeId>.sequence`.
 
@@ -34,6 +35,8 @@ from broker_core.config.model import ZOOKEEPER_LOCK_MANAGERS as ZOOKEEPER_CLASSE
 from broker_core.config.model import LockManager as LockManagerConfig
 from broker_core.data_lock import OFD_FLOCK
 
+from .lock_states import LockAction, LockEvent, LockState, lock_step
+
 
 class LockManagerError(Exception):
     """The lock manager cannot be reached or configured."""
@@ -50,6 +53,9 @@ class LockManager(Protocol):
 
     def holds(self, node_id: str) -> bool:
         """Whether we hold the lock, as far as we know here (no network)."""
+
+    def why_not_held(self, node_id: str) -> str:
+        """What the manager knows of why the lock is not held (for the log line of a halt)."""
 
     def confirm(self, node_id: str) -> bool:
         """Whether we hold the lock, asked of the lock manager itself (may block on the network)."""
@@ -108,6 +114,9 @@ class FileLockManager:
     def holds(self, node_id: str) -> bool:
         return node_id in self._fds
 
+    def why_not_held(self, node_id: str) -> str:
+        return "it was released" if node_id not in self._fds else ""
+
     def confirm(self, node_id: str) -> bool:
         return self.holds(node_id)  # an OFD lock goes only with its open file description
 
@@ -158,6 +167,12 @@ def _ofd_lock(fd: int, wait: bool) -> bool:
 
 
 class ZooKeeperLockManager:
+    """A lock goes through lock_states.py's table: held from a successful `try_lock` until `unlock`, or
+    until it is given up: the session expired, the lock's node is gone, or nothing was heard from
+    ZooKeeper for session-percent of session-ms (measured from when the last answered request was sent,
+    so that the servers, which last heard of this session no earlier than that, cannot have expired it
+    yet: the holder gives up first). A lock only tried, never held, is never reported lost."""
+
     def __init__(self, properties: dict[str, str]) -> None:
         connect = properties.get("connect-string")
         if not connect:
@@ -170,11 +185,18 @@ class ZooKeeperLockManager:
         self.retries_ms = _int(properties, "retries-ms", 1000)
         namespace = properties.get("namespace", "").strip("/")
         self.root = f"/{namespace}" if namespace else ""
+        # how long a holder may go without hearing from ZooKeeper, and how often it asks
+        self.grace = self.session_ms * self.session_percent / 100 / 1000
+        self.beat = max(self.grace / 4, 0.02)
         self._client: Any = None
-        self._locks: dict[str, Any] = {}
+        self._held: dict[str, Any] = {}  # node id -> the kazoo Lock taken
+        self._states: dict[str, LockState] = {}
+        self._why: dict[str, str] = {}  # node id -> why it was given up
         self._lost: list[Callable[[str], None]] = []
-        self._suspended_at: float | None = None
-        self._timer: threading.Timer | None = None
+        self._contact = 0.0  # monotonic time the last answered request was sent
+        self._guard = threading.Lock()
+        self._stopping = threading.Event()
+        self._beater: threading.Thread | None = None
 
     def start(self) -> None:
         try:
@@ -188,7 +210,7 @@ class ZooKeeperLockManager:
             connection_retry=dict(retry, max_tries=-1),
             command_retry=retry,
         )
-        self._state = KazooState
+        self._kazoo_state = KazooState
         client.add_listener(self._listen)
         try:
             client.start(timeout=self.connection_ms / 1000)
@@ -196,34 +218,51 @@ class ZooKeeperLockManager:
             client.stop()
             raise LockManagerError(f"cannot reach ZooKeeper at {self.connect_string}: {exc}") from exc
         self._client = client
+        self._beater = threading.Thread(target=self._heartbeat, name="zookeeper-heartbeat", daemon=True)
+        self._beater.start()
 
     def _path(self, node_id: str, leaf: str) -> str:
         return f"{self.root}/{node_id}/{leaf}"
 
     def try_lock(self, node_id: str) -> bool:
         client = self._connected()
-        lock = self._locks.get(node_id)
-        if lock is None:
-            lock = self._locks[node_id] = client.Lock(self._path(node_id, "locks"))
-        if lock.is_acquired:
+        if self.holds(node_id):
             return True
-        return bool(lock.acquire(blocking=False))
+        self._held.pop(node_id, None)  # one given up: a fresh try
+        lock = client.Lock(self._path(node_id, "locks"))  # a fresh recipe for each try
+        sent = time.monotonic()
+        if not lock.acquire(blocking=False):
+            self._event(node_id, LockEvent.REFUSED)  # not held: nothing of it to report lost later
+            return False
+        with self._guard:
+            self._held[node_id] = lock
+            self._contact = sent
+        self._event(node_id, LockEvent.ACQUIRED)
+        return True
 
     def unlock(self, node_id: str) -> None:
-        lock = self._locks.pop(node_id, None)
+        lock = self._held.pop(node_id, None)
+        self._event(node_id, LockEvent.RELEASED)
         if lock is not None and self._client is not None and self._client.connected:
             with contextlib.suppress(Exception):  # the session is going anyway: its ephemeral node too
                 lock.release()
 
     def holds(self, node_id: str) -> bool:
-        lock = self._locks.get(node_id)
-        return bool(lock is not None and lock.is_acquired and self._suspended_at is None)
+        return self._states.get(node_id) == LockState.HELD and time.monotonic() - self._contact < self.grace
+
+    def why_not_held(self, node_id: str) -> str:
+        state = self._states.get(node_id, LockState.FREE)
+        if state == LockState.GIVEN_UP:
+            return self._why.get(node_id, "given up")
+        if state == LockState.HELD:
+            return f"nothing heard from ZooKeeper for {(time.monotonic() - self._contact) * 1000:.0f} ms"
+        return "it is not held"
 
     def confirm(self, node_id: str) -> bool:
         """Our lock's node is still on the servers, owned by our current session: a session that expired
         while we were paused took the node with it, even if kazoo has connected a new one since."""
-        lock = self._locks.get(node_id)
-        if lock is None or not lock.is_acquired or lock.node is None:
+        lock = self._held.get(node_id)
+        if lock is None or lock.node is None or self._states.get(node_id) != LockState.HELD:
             return False
         client = self._connected()
         client.sync(lock.path)
@@ -257,12 +296,13 @@ class ZooKeeperLockManager:
         self._lost.append(callback)
 
     def stop(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        for node_id in list(self._locks):
+        self._stopping.set()
+        self._lost.clear()  # stopping: nobody is left to tell
+        for node_id in list(self._held):
             self.unlock(node_id)
         client, self._client = self._client, None
         if client is not None:
+            client.remove_listener(self._listen)
             client.stop()
             client.close()
 
@@ -272,31 +312,50 @@ class ZooKeeperLockManager:
             raise LockManagerError(f"not connected to ZooKeeper at {self.connect_string}")
         return client
 
-    def _listen(self, state: Any) -> None:
-        """kazoo's thread: a suspended session gives the lock up after session-percent of session-ms
-        (Curator's rule), before the session can expire and another server take the lock."""
-        if state == self._state.CONNECTED:
-            self._suspended_at = None
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            return
-        if state == self._state.LOST:
-            self._give_up("the ZooKeeper session expired")
-            return
-        self._suspended_at = time.monotonic()  # SUSPENDED
-        if self._locks and self._timer is None:
-            grace = self.session_ms * self.session_percent / 100 / 1000
-            self._timer = threading.Timer(grace, self._give_up, ("the ZooKeeper connection was suspended",))
-            self._timer.daemon = True
-            self._timer.start()
-
-    def _give_up(self, why: str) -> None:
-        self._timer = None
-        if not self._locks:
-            return
-        for callback in self._lost:
+    def _event(self, node_id: str, event: LockEvent, why: str = "") -> None:
+        """One event of the lock's table; told, if it says so (from any thread)."""
+        with self._guard:
+            step = lock_step(self._states.get(node_id, LockState.FREE), event)
+            self._states[node_id] = step.state
+            if step.action != LockAction.REPORT_LOST:
+                return
+            self._why[node_id] = why
+            callbacks = list(self._lost)
+        for callback in callbacks:
             callback(why)
+
+    def _listen(self, state: Any) -> None:
+        """kazoo's thread: an expired session took our lock's node with it."""
+        if state == self._kazoo_state.LOST:
+            for node_id in list(self._states):
+                self._event(node_id, LockEvent.SESSION_EXPIRED, "the ZooKeeper session expired")
+
+    def _heartbeat(self) -> None:
+        """While a lock is held: ask ZooKeeper for its node every `beat`; each answer that finds it still
+        ours moves `_contact` on to when it was asked. Silence past `grace` (a suspended connection, a
+        frozen ensemble, a partition) gives the lock up, before the servers could expire the session."""
+        while not self._stopping.wait(self.beat):
+            held = [
+                (n, lock) for n, lock in list(self._held.items()) if self._states.get(n) == LockState.HELD
+            ]
+            client = self._client
+            if not held or client is None:
+                continue
+            node_id, lock = held[0]
+            sent = time.monotonic()
+            with contextlib.suppress(Exception):  # no answer: silence, judged below
+                stat = client.exists_async(f"{lock.path}/{lock.node}").get(timeout=self.grace)
+                if stat is None or stat.ephemeralOwner != client.client_id[0]:
+                    self._event(node_id, LockEvent.NODE_GONE, "the lock's node is gone from ZooKeeper")
+                    continue
+                with self._guard:
+                    self._contact = max(self._contact, sent)
+                self._event(node_id, LockEvent.HEARD)
+            silent = time.monotonic() - self._contact
+            if silent >= self.grace:
+                why = f"nothing heard from ZooKeeper for {silent * 1000:.0f} ms"
+                for node_id, _ in held:
+                    self._event(node_id, LockEvent.SILENT, why)
 
 
 def _int(properties: dict[str, str], key: str, default: int) -> int:

@@ -124,6 +124,17 @@ class Journal:
         if self._failure is not None:
             raise JournalFailedError("the journal failed before close") from self._failure
 
+    def abandon(self) -> None:
+        """Write nothing more, at once: what is queued is dropped unwritten, callbacks and all (the server
+        halts: these files may be another server's now). A batch being written finishes; no close, no
+        sync follows (`close()` then does nothing)."""
+        with self._lock:
+            self._pending = []
+            self._compact_requested = False
+            self._replication_requests = []
+            self._closed = self._stopping = True
+            self._work.notify()
+
     def __enter__(self) -> Journal:
         return self
 

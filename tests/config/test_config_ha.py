@@ -140,6 +140,39 @@ def test_a_cluster_connection_names_the_partner_and_its_ttl(write_config: WriteC
     assert [c.name for c in load(write_config, PAIR)[0].ha_partners()] == ["dc1-b", "dc2"]
 
 
+def test_cluster_name_picks_the_cluster_connection_a_pair_uses(write_config: WriteConfig) -> None:
+    """Two cluster connections: the first by default, the one `cluster-name` names otherwise (its partners,
+    its connection-ttl and call-timeout: 30000 by default, as the reference's)."""
+    clusters = (
+        '<cluster-connections><cluster-connection name="queues"><connector-ref>self</connector-ref>'
+        "<static-connectors><connector-ref>dc2</connector-ref></static-connectors></cluster-connection>"
+        '<cluster-connection name="pair"><connector-ref>self</connector-ref>'
+        "<connection-ttl>2000</connection-ttl><call-timeout>1500</call-timeout>"
+        "<static-connectors><connector-ref>dc1-b</connector-ref></static-connectors></cluster-connection>"
+        "</cluster-connections>"
+    )
+    manager = (
+        '<manager><properties><property key="connect-string" value="127.0.0.1:2181"/></properties></manager>'
+    )
+    replicated = PAIR.replace(
+        "<shared-store><primary/></shared-store>",
+        f"<replication><primary>{manager}{{}}</primary></replication>",
+    )
+    first, _ = load(write_config, replicated.format("") + clusters)
+    cluster = first.cluster_connection()
+    assert cluster is not None and (cluster.name, cluster.call_timeout) == ("queues", 30000)
+    assert [c.name for c in first.ha_partners()] == ["dc2"]
+    named, warnings = load(write_config, replicated.format("<cluster-name>pair</cluster-name>") + clusters)
+    cluster = named.cluster_connection()
+    assert cluster is not None and (cluster.name, cluster.connection_ttl, cluster.call_timeout) == (
+        "pair",
+        2000,
+        1500,
+    )
+    assert [c.name for c in named.ha_partners()] == ["dc1-b"]
+    assert warnings == []
+
+
 def test_a_cluster_connection_naming_no_connector_is_an_error_and_clustering_is_judged(
     write_config: WriteConfig,
 ) -> None:
@@ -224,13 +257,12 @@ def test_parameters_read_with_no_effect_here_are_noted_once_each(write_config: W
         "</primary></replication></ha-policy>"
     )
     config, notes = load(write_config, body)
-    assert config.ha_policy.quorum_size == 3
+    assert config.ha_policy.quorum_size == 3 and config.ha_policy.check_for_active_server is True
     assert [(n.severity, n.element_path.rsplit("/", 1)[1]) for n in notes] == [
-        ("note", "check-for-active-server"),
         ("note", "quorum-size"),
         ("note", "vote-on-replication-failure"),
     ]
-    assert "quorum voting only" in notes[1].message
-    _, notes = load(write_config, "<ha-policy><shared-store><primary><wait-for-activation>false"
-                    "</wait-for-activation></primary></shared-store></ha-policy>")  # fmt: skip
-    assert len(notes) == 1 and "startup never blocks" in notes[0].message
+    assert "quorum voting only" in notes[0].message
+    config, notes = load(write_config, "<ha-policy><shared-store><primary><wait-for-activation>false"
+                         "</wait-for-activation></primary></shared-store></ha-policy>")  # fmt: skip
+    assert notes == [] and config.ha_policy.wait_for_activation is False

@@ -61,6 +61,7 @@ def test_kill_9_of_the_primary_the_backup_takes_over_and_the_client_follows(tmp_
         killer.join()
         assert conn.connected_uri is not None and conn.connected_uri.port == backup.port
     wait_until(lambda: "AMQ221010" in backup.log(), 10, "the backup to become active")
+    assert "AMQ951079" in primary.log()  # its store is a local disk: said at start
     got = [m.body for m in receive(backup.url, "orders", 1000, timeout=2)]
     duplicates = len(got) - len(set(got))
     counts = f"{len(confirmed)} confirmed, {len(in_doubt)} in doubt, {len(got)} received, {duplicates} dup"
@@ -103,11 +104,23 @@ def test_a_sigstopped_primary_never_makes_two_actives(tmp_path: Path) -> None:
 
 
 def test_a_clean_stop_keeps_the_backup_passive_unless_failover_on_shutdown(tmp_path: Path) -> None:
+    """Under traffic: without failover-on-shutdown the backup stays passive and the clients wait for the
+    primary's restart; with it, the backup takes over. Either way every message once."""
     primary, backup = shared_pair(tmp_path / "paused")
     primary.start()
     backup.start()
-    assert primary.stop() == 0
-    stays(lambda: "AMQ221010" in backup.log(), 2.0, "the backup activating after a clean stop")
+
+    def stop_and_start_again() -> None:
+        assert primary.stop() == 0
+        stays(lambda: "AMQ221010" in backup.log(), 2.0, "the backup activating after a clean stop")
+        primary.start()
+
+    journal = [tmp_path / "paused" / "shared" / "journal"]
+    what = "shared store, stop without failover-on-shutdown, then start"
+    traffic_through((primary, backup), stop_and_start_again, what, journal)
+    assert "AMQ221001" in primary.log_path.with_name("broker-1.log").read_text()  # type: ignore[union-attr]
+    assert receive(primary.url, "orders", 10, timeout=1) == []  # each stored once
+    primary.stop()
     backup.stop()
 
     primary, backup = shared_pair(

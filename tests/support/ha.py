@@ -23,6 +23,7 @@ from connections.failover import FailoverConnection, InDoubtError, ReceiveTimeou
 from tests.peers.ports import LOOPBACK, WaitTimeout, free_port, wait_until
 from tests.support.broker import BrokerProcess
 from tests.support.certs import CertFiles
+from tests.support.client import receive, send
 from tests.support.peer import Frame, LinkReply, ScriptedClient, TransferRecord, performative
 from tests.support.peer.connection import PeerLink
 
@@ -32,8 +33,10 @@ FILE_LOCKS = "org.apache.activemq.artemis.lockmanager.file.FileBasedLockManager"
 CLUSTER = "<cluster-user>cluster</cluster-user><cluster-password>cluster-secret</cluster-password>"
 ORDERS = '<address name="orders"><anycast><queue name="orders"/></anycast></address>'
 IN_DOUBT = "orders.in-doubt"  # the queue of `InDoubtSend`'s messages: nothing takes them but its check
-PAIR_ADDRESSES = (
-    ORDERS + f'<address name="{IN_DOUBT}"><anycast><queue name="{IN_DOUBT}"/></anycast></address>'
+PROBE = "orders.probe"  # what `still_serving` sends and takes back
+PAIR_ADDRESSES = ORDERS + "".join(
+    f'<address name="{name}"><anycast><queue name="{name}"/></anycast></address>'
+    for name in (IN_DOUBT, PROBE)
 )
 
 
@@ -48,13 +51,22 @@ def shared_pair(
     home: Path, primary_options: str = "", backup_options: str = "", extra: str = ""
 ) -> tuple[BrokerProcess, BrokerProcess]:
     """Two brokers whose data directories are one (`home/shared`), each with the other as its partner."""
-    p1, p2 = free_port(), free_port()
+    primary, backup = shared_servers(
+        home, [("primary", "primary", primary_options), ("backup", "backup", backup_options)], extra
+    )
+    return primary, backup
+
+
+def shared_servers(
+    home: Path, members: Sequence[tuple[str, str, str]], extra: str = ""
+) -> list[BrokerProcess]:
+    """Brokers whose data directories are one (`home/shared`), each (name, role, options); the first
+    member is every other's partner (where a passive one sends clients), and the second the first's."""
+    ports = [free_port() for _ in members]
     shared = home / "shared"
     brokers = []
-    for name, port, role, other, options in (
-        ("primary", p1, "primary", p2, primary_options),
-        ("backup", p2, "backup", p1, backup_options),
-    ):
+    for i, (name, role, options) in enumerate(members):
+        port, other = ports[i], ports[1] if i == 0 else ports[0]
         b = BrokerProcess(
             home / name,
             name=name,
@@ -68,7 +80,7 @@ def shared_pair(
             text = text.replace(f"<{kind}-directory>data/{kind}<", f"<{kind}-directory>{shared}/{kind}<")
         b.config_path.write_text(text)
         brokers.append(b)
-    return brokers[0], brokers[1]
+    return brokers
 
 
 def lock_manager(class_name: str, **properties: str) -> str:
@@ -99,44 +111,83 @@ def replicated_pair(
     ttl: int = 60000,
     tls: CertFiles | None = None,
     extra: str = "",
+    cluster: str = "",
 ) -> tuple[BrokerProcess, BrokerProcess]:
     """Two brokers, each with its own data directories, replicating through the cluster user, with a
     ZooKeeper lock manager (a short session: failover takes about session-ms). Each finds the other as
     an Artemis pair does: a `<cluster-connection>` whose static connector is the partner; `ttl` is its
-    connection-ttl (how soon a silent partner counts as gone). With `tls`, both acceptors serve TLS only
-    and each connector trusts the certificate: replication runs over TLS."""
-    p1, p2 = free_port(), free_port()
+    connection-ttl (how soon a silent partner counts as gone), `cluster` more of its elements. With `tls`,
+    both acceptors serve TLS only and each connector trusts the certificate: replication runs over TLS."""
+    first, second = replicated_servers(
+        home,
+        connect_string,
+        namespace,
+        [("primary", roles[0], primary_options), ("backup", roles[1], backup_options)],
+        ttl=ttl,
+        tls=tls,
+        extra=extra,
+        cluster=cluster,
+    )
+    return first, second
+
+
+def replicated_servers(
+    home: Path,
+    connect_string: str,
+    namespace: str,
+    members: Sequence[tuple[str, str, str]],
+    *,
+    ttl: int = 60000,
+    tls: CertFiles | None = None,
+    extra: str = "",
+    cluster: str = "",
+    partners: dict[str, list[int]] | None = None,
+    hosts: dict[str, str] | None = None,
+    prefixes: dict[str, tuple[str, ...]] | None = None,
+    port: int | None = None,
+) -> list[BrokerProcess]:
+    """Replicated servers of one lock manager, each (name, role, options): each one's static connectors
+    are the others', in order (or `partners[name]`: ports of relays, say). `hosts`, `prefixes`: where each
+    listens and what it runs under (a network namespace of its own: then `port` is everyone's)."""
     manager = lock_manager(ZOOKEEPER, connect_string=connect_string, namespace=namespace, session_ms="2000")
     acceptor = f"sslEnabled=true;sslCertPath={tls.cert};sslKeyPath={tls.key}" if tls else ""
     trust = f"?sslEnabled=true;trustStorePath={tls.cert}" if tls else ""
+    ports = {name: port or free_port() for name, _, _ in members}
+    where = {name: (hosts or {}).get(name, "127.0.0.1") for name, _, _ in members}
     brokers = []
-    for name, port, role, other, options in (
-        ("primary", p1, roles[0], p2, primary_options),
-        ("backup", p2, roles[1], p1, backup_options),
-    ):
+    for name, role, options in members:
+        others = [(where[o], p) for o, p in ports.items() if o != name]
+        if partners and name in partners:
+            others = [("127.0.0.1", p) for p in partners[name]]
         policy = f"<ha-policy><replication><{role}>{manager}{options}</{role}></replication></ha-policy>"
         connectors = (
-            f'<connectors><connector name="self">tcp://127.0.0.1:{port}{trust}</connector>'
-            f'<connector name="partner">tcp://127.0.0.1:{other}{trust}</connector></connectors>'
-            '<cluster-connections><cluster-connection name="pair"><connector-ref>self</connector-ref>'
-            f"<connection-ttl>{ttl}</connection-ttl>"
-            "<static-connectors><connector-ref>partner</connector-ref></static-connectors>"
-            "</cluster-connection></cluster-connections>"
+            f'<connectors><connector name="self">tcp://{where[name]}:{ports[name]}{trust}</connector>'
+            + "".join(
+                f'<connector name="partner{i}">tcp://{host}:{p}{trust}</connector>'
+                for i, (host, p) in enumerate(others)
+            )
+            + '</connectors><cluster-connections><cluster-connection name="pair">'
+            f"<connector-ref>self</connector-ref><connection-ttl>{ttl}</connection-ttl>{cluster}"
+            "<static-connectors>"
+            + "".join(f"<connector-ref>partner{i}</connector-ref>" for i in range(len(others)))
+            + "</static-connectors></cluster-connection></cluster-connections>"
         )
         brokers.append(
             BrokerProcess(
                 home / name,
                 name=name,
-                port=port,
+                port=ports[name],
                 xml_kwargs={
                     "addresses": PAIR_ADDRESSES,
                     "extra": policy + connectors + CLUSTER + extra,
                     "acceptor_params": acceptor,
                 },
                 ready_text="AMQ221007" if role == "primary" else "passive on",
+                host=where[name],
+                prefix=(prefixes or {}).get(name, ()),
             )
         )
-    return brokers[0], brokers[1]
+    return brokers
 
 
 def journal_of(broker: BrokerProcess) -> Path:
@@ -154,6 +205,19 @@ def stays(condition: Callable[[], bool], seconds: float, what: str) -> None:
     except WaitTimeout:
         return
     raise AssertionError(f"{what} happened within {seconds:g}s")
+
+
+def still_serving(broker: BrokerProcess, seconds: float, what: str) -> None:
+    """A server that took over still serves `seconds` later: it did not halt (`AMQ222325`) or exit in
+    that window, and then a durable send to it is Accepted."""
+    assert broker.proc is not None
+
+    def gone() -> bool:
+        return (broker.proc is not None and broker.proc.poll() is not None) or "AMQ222325" in broker.log()
+
+    stays(gone, seconds, f"{what} halting")
+    assert send(broker.url, PROBE, ["still serving"]) == 1
+    assert [m.body for m in receive(broker.url, PROBE, 1, timeout=5)] == ["still serving"]
 
 
 def journal_holds(directories: Sequence[Path], text: str) -> bool:
@@ -179,15 +243,21 @@ class Relay:
     relay keeps each client's connection alive with heartbeats, until the broker gives the connection
     up: it closes it (it stopped or stepped down: its Close goes through) or its socket goes (it died).
     So a send that reached the broker has its outcome cut off whatever the broker does next: the client
-    holds it in doubt. Connections made later go through untouched."""
+    holds it in doubt. Connections made later go through untouched.
 
-    def __init__(self, port: int) -> None:
+    `pause_when(matches)`: the first frame from the broker that `matches` (a replication packet of some
+    type, say) and everything after it on that connection is kept back, not lost, until `resume()`."""
+
+    def __init__(self, port: int, host: str = LOOPBACK) -> None:
         self.target = port
+        self.host = host  # the broker's
         self._listener = socket.create_server((LOOPBACK, 0))
         self.port: int = self._listener.getsockname()[1]
         self._pipes: list[_Pipe] = []
         self._lock = threading.Lock()
         self._closed = False
+        self.pause_matches: Callable[[bytes], bool] | None = None
+        self.paused = threading.Event()  # a connection's frames are kept back
         threading.Thread(target=self._accept, name=f"relay-{port}", daemon=True).start()
 
     @property
@@ -205,6 +275,17 @@ class Relay:
             for pipe in self._pipes:
                 pipe.held.set()
 
+    def pause_when(self, matches: Callable[[bytes], bool]) -> None:
+        self.pause_matches = matches
+
+    def resume(self) -> None:
+        """Deliver what was kept back, in order, and relay as before (the pause happens once)."""
+        self.pause_matches = None
+        with self._lock:
+            pipes = list(self._pipes)
+        for pipe in pipes:
+            pipe.resume()
+
     def close(self) -> None:
         self._closed = True
         with contextlib.suppress(OSError):
@@ -221,12 +302,12 @@ class Relay:
             except OSError:
                 return
             try:
-                upstream = socket.create_connection((LOOPBACK, self.target), timeout=2)
+                upstream = socket.create_connection((self.host, self.target), timeout=2)
             except OSError:
                 client.close()  # nothing listens there: as if the broker refused
                 continue
             upstream.settimeout(None)
-            pipe = _Pipe(client, upstream)
+            pipe = _Pipe(client, upstream, self)
             with self._lock:
                 self._pipes = [p for p in self._pipes if not p.closed.is_set()] + [pipe]
             pipe.start()
@@ -236,11 +317,32 @@ class _Pipe:
     """One relayed connection; the broker's bytes go to the client whole frames at a time, so that a
     hold falls between two frames and heartbeats can go in their place."""
 
-    def __init__(self, client: socket.socket, upstream: socket.socket) -> None:
-        self.client, self.upstream = client, upstream
+    def __init__(self, client: socket.socket, upstream: socket.socket, relay: Relay) -> None:
+        self.client, self.upstream, self.relay = client, upstream, relay
         self.held = threading.Event()
         self.closed = threading.Event()
         self._send = threading.Lock()
+        self._kept: list[bytes] | None = None  # paused: the frames kept back
+
+    def resume(self) -> None:
+        with self._send:
+            kept, self._kept = self._kept, None
+            for unit in kept or ():
+                with contextlib.suppress(OSError):
+                    self.client.sendall(unit)
+
+    def _pausing(self, unit: bytes) -> bool:
+        """Whether `unit` is kept back (the pause begins with the first frame that matches)."""
+        with self._send:
+            if self._kept is None:
+                matches = self.relay.pause_matches
+                if matches is None or not matches(unit):
+                    return False
+                self._kept = []
+                self.relay.pause_matches = None
+                self.relay.paused.set()
+            self._kept.append(unit)
+            return True
 
     def start(self) -> None:
         for target in (self._up, self._down, self._beat):
@@ -276,6 +378,8 @@ class _Pipe:
                     if len(buffer) < 8 or len(buffer) < size:
                         break
                     unit, buffer = buffer[:size], buffer[size:]
+                    if self._pausing(unit):
+                        continue
                     if not self.held.is_set():
                         self._to_client(unit)
                     elif _is_close(unit):
@@ -289,6 +393,18 @@ class _Pipe:
             if self.held.is_set():
                 with contextlib.suppress(OSError):
                     self._to_client(_EMPTY_FRAME)
+
+
+def packet_of_type(kind: int) -> Callable[[bytes], bool]:
+    """Matches a frame carrying a replication packet of `kind` (replication_wire.py): the first data
+    section of its message starts with that type byte."""
+    section = b"\x00\x53\x75\xb0"
+
+    def matches(frame: bytes) -> bool:
+        at = frame.find(section)
+        return at >= 0 and len(frame) > at + 8 and frame[at + 8] == kind
+
+    return matches
 
 
 def _is_close(frame: bytes) -> bool:
@@ -410,7 +526,7 @@ class InDoubtSend:
     it once, which `check` counts (it fails with duplicate detection off)."""
 
     def __init__(self, pair: tuple[BrokerProcess, BrokerProcess], nested: str = "") -> None:
-        self.relays = [Relay(broker.port) for broker in pair]
+        self.relays = [Relay(broker.port, broker.host) for broker in pair]
         self.uri = failover_uri([broker.url for broker in pair], nested)
         self.relayed = failover_uri([relay.url for relay in self.relays], nested)
         self.producer = Producer(IN_DOUBT)
