@@ -475,6 +475,19 @@ class ReplicationCoordinator:
         if node is not None and self._started:
             self.manager.unlock(node)
 
+    async def may_serve_again(self) -> bool:
+        """After an isolation: under quorum voting, not if a member is active with our node id elsewhere
+        (our backup won its vote meanwhile); the members are given time to be reached again first. A lock
+        manager's lock held all along says nobody else took over (a lost lock halts)."""
+        membership, node = self.membership, self._node_id()
+        if membership is None or node is None:
+            return True
+        cluster = self.controller.config.cluster_connection()
+        settle = (cluster.retry_interval if cluster is not None else 500) * 2 / 1000 + 1.0
+        await asyncio.sleep(settle)
+        elsewhere = membership.topology().get(node)
+        return elsewhere is None or elsewhere == membership.connector
+
     def backup_present(self) -> bool:
         service = self.service
         return service is not None and service.feed is not None

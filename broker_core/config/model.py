@@ -501,6 +501,14 @@ class BrokerConfig(Frozen):
     node_manager_lock_directory: Path | None = None  # None: the journal directory
     cluster_user: str | None = None
     cluster_password: str | None = None
+    # the network isolation check (broker_core/ha/isolation.py): lists are comma-separated, as written
+    network_check_list: str | None = None
+    network_check_URL_list: str | None = None  # Artemis spells these two with capitals
+    network_check_NIC: str | None = None
+    network_check_period: int = 5000
+    network_check_timeout: int = 1000
+    network_check_ping_command: str | None = None
+    network_check_ping6_command: str | None = None
     ha_policy: HaPolicy = HaPolicy()
     connectors: tuple[Connector, ...] = ()
     cluster_connections: tuple[ClusterConnection, ...] = ()

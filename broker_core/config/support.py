@@ -237,7 +237,7 @@ CORE: dict[str, Rule] = {
     "resource-limit-settings": refused("per-user limits on connections and queues are not enforced"),
     "queues": refused("the older form of queues: write them inside <addresses>"),
     **{
-        name: refused("the network isolation check (an isolated broker would keep serving)")
+        name: IMPLEMENTED  # the network isolation check (broker_core/ha/isolation.py)
         for name in (
             "network-check-NIC",
             "network-check-period",
