@@ -337,9 +337,14 @@ ZOOKEEPER_PROPERTIES = (
     "namespace",
 )
 FILE_PROPERTIES = ("locks-folder",)
+# ours, for sites that run PostgreSQL and no ZooKeeper: a lease row per node id (lock_managers.py)
+POSTGRESQL_LOCK_MANAGER = "org.amqp_mirror.lockmanager.postgresql.PostgreSQLLockManager"
+POSTGRESQL_LOCK_MANAGERS = frozenset({POSTGRESQL_LOCK_MANAGER})
+POSTGRESQL_PROPERTIES = ("connect-string", "session-ms", "session-percent", "connection-ms", "namespace")
 LOCK_MANAGERS: dict[str, tuple[str, ...]] = {
     **{name: ZOOKEEPER_PROPERTIES for name in ZOOKEEPER_LOCK_MANAGERS},
     **{name: FILE_PROPERTIES for name in FILE_LOCK_MANAGERS},
+    **{name: POSTGRESQL_PROPERTIES for name in POSTGRESQL_LOCK_MANAGERS},
 }
 
 
