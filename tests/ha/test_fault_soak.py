@@ -1,0 +1,421 @@
+"""A fault-schedule soak, Jepsen's method, for each HA mode: shared store, replication with ZooKeeper,
+with quorum voting (three pairs), and with PostgreSQL. The replicated servers, the lock manager and the
+clients are each on a host of their own (network namespaces, tests/support/netns.py); the shared-store
+pair shares one host, as its directory must.
+
+Clients: for each node id a producer and a consumer, each on the failover client over the pair, the
+producer sending numbered messages with duplicate detection (a send cut off in doubt is sent again with
+its id). Meanwhile a seeded random schedule, one fault at a time: kill -9 of a server, SIGSTOP of one for
+longer than the lock manager's session, the cluster connection's ttl and the vote's wait (then SIGCONT),
+symmetric and one-way partitions between any two hosts, ZooKeeper losing its majority or PostgreSQL
+stopped. After each fault: healed, every server that is not running started again (as a service manager
+would), and the clients must make progress again. At the end, the consumers drain, and the checker
+(tests/support/history.py) reads the clients' records and the servers' logs: every confirmed send
+received, nothing received that was never sent, no message stored twice, and never two servers active
+for one node id. Each mode prints its counts, its history of who was active when, and its seed.
+
+Short by default (a CI form); `AMQP_MIRROR_SOAK_SECONDS` sets how long each mode's schedule runs (an
+hour: 3600), `AMQP_MIRROR_SOAK_SEED` replays a schedule, `AMQP_MIRROR_SOAK_MODES` picks modes
+(comma-separated). Clock jumps are not in the schedule: they need libfaketime, which the test machines
+do not have."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from broker_core.config.model import POSTGRESQL_LOCK_MANAGER
+from connections.failover import FailoverConnection, InDoubtError, ReceiveTimeout
+from tests.conftest import require
+from tests.peers import postgresql as postgresql_peer
+from tests.peers import zookeeper as zookeeper_peer
+from tests.peers.ports import WaitTimeout, wait_until
+from tests.support import netns
+from tests.support.broker import BrokerProcess
+from tests.support.ha import Producer, failover_uri, lock_manager, replicated_servers, shared_pair
+from tests.support.history import ClientRecord, Event, Receipt, check, intervals, log_events, overlaps
+
+SECONDS = float(os.environ.get("AMQP_MIRROR_SOAK_SECONDS", "20"))  # each mode's schedule
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(int(SECONDS * 2 + 400))]
+SEED = int(os.environ.get("AMQP_MIRROR_SOAK_SEED", str(random.randrange(1 << 32))))
+MODES = ("shared-store", "zookeeper", "quorum", "postgresql")
+CHOSEN = [m for m in os.environ.get("AMQP_MIRROR_SOAK_MODES", ",".join(MODES)).split(",") if m]
+NESTED = "amqp.idleTimeout=1000&transport.connectTimeout=1000"
+SESSION_MS = 2000  # the lock managers' session (lease): a paused active server has lost it on waking
+TTL_MS = 1000  # the cluster connection's ttl: a silent partner is gone within a second
+VOTING = "<vote-retries>10</vote-retries><vote-retry-wait>500</vote-retry-wait>" + (
+    "<quorum-vote-wait>2</quorum-vote-wait>"
+)
+PAUSE = (SESSION_MS / 1000 + 1, SESSION_MS / 1000 + 3)  # longer than the session, the ttl, a vote's wait
+HOLD = (2.0, 6.0)  # how long a partition or a coordinator outage lasts
+PROGRESS = 90.0  # after a fault is healed, each node id's producer must confirm again within this
+# A paused active server wakes up still active in its own view until its first lock check (or vote)
+# stops it: it confirms nothing then (its backup is gone: what it would confirm waits for the fence,
+# which fails), but its log says it was active. Overlaps up to this long, right after a SIGCONT, are
+# that, and are printed; longer ones fail the test.
+WOKEN_TOLERANCE = 1.0
+
+Heal = Callable[[], None]
+
+
+class Clients:
+    """One node id's producer and consumer, each on the failover client over the node's servers."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+        self.record = ClientRecord()
+        self.producer = Producer()
+        self.done = threading.Event()
+        self.errors: list[BaseException] = []
+        self._consumer = threading.Thread(target=self._consume, daemon=True)
+
+    def start(self) -> None:
+        self.producer.start(self.uri, self._numbers())
+        self._consumer.start()
+
+    def _numbers(self) -> Iterator[int]:
+        n = 0
+        while True:
+            self.record.attempted.add(n)
+            yield n
+            n += 1
+
+    def confirmed(self) -> int:
+        return len(self.producer.confirmed)
+
+    def _consume(self) -> None:
+        try:
+            with FailoverConnection(self.uri) as conn:
+                receiver = conn.receiver("orders")
+                while not self.done.is_set():
+                    try:
+                        message = receiver.receive(timeout=1)
+                    except ReceiveTimeout:
+                        continue
+                    self.record.receipts.append(Receipt(message.body, conn.generation))
+                    with suppress(InDoubtError):  # it may come again: a redelivery, the checker tells
+                        receiver.accept()
+        except BaseException as exc:
+            self.errors.append(exc)
+
+    def stop_producing(self) -> None:
+        self.producer.stop.set()
+        thread = self.producer._thread
+        assert thread is not None
+        thread.join(30)
+        self.record.confirmed = set(self.producer.confirmed)
+
+    def drain(self) -> None:
+        """Until every confirmed send came and then nothing more for two seconds (or a minute passed:
+        what is missing then is lost, and the checker says so)."""
+        wanted = self.record.confirmed
+        with suppress(WaitTimeout):
+            wait_until(lambda: wanted <= {r.body for r in self.record.receipts}, 60, "the consumer to drain")
+        count = -1
+        while count != len(self.record.receipts):
+            count = len(self.record.receipts)
+            time.sleep(2)  # a window: anything still to come (a phantom, a duplicate) comes in it
+        self.done.set()
+        self._consumer.join(10)
+
+
+@dataclass
+class Soak:
+    """One mode: its node ids (each the servers of one pair), the faults it can suffer, its history."""
+
+    mode: str
+    nodes: dict[str, list[BrokerProcess]]
+    topology: netns.Topology | None = None
+    coordinator: tuple[str, Callable[[random.Random], tuple[str, Heal]]] | None = None
+    events: list[Event] = field(default_factory=list)
+    schedule: list[str] = field(default_factory=list)
+    began: float = field(default_factory=time.monotonic)
+
+    def servers(self) -> list[BrokerProcess]:
+        return [server for servers in self.nodes.values() for server in servers]
+
+    def running(self) -> list[BrokerProcess]:
+        return [s for s in self.servers() if s.proc is not None and s.proc.poll() is None]
+
+    def faults(self) -> list[Callable[[random.Random], tuple[str, Heal]]]:
+        faults = [self.kill, self.pause]
+        if self.topology is not None:
+            faults += [self.cut, self.cut_one_way]
+        if self.coordinator is not None:
+            faults.append(self.coordinator[1])
+        return faults
+
+    # ------------------------------------------------------------------------------------- faults
+
+    def kill(self, rng: random.Random) -> tuple[str, Heal]:
+        server = rng.choice(self.running())
+        server.kill()
+        return f"kill -9 {server.name}", lambda: None
+
+    def pause(self, rng: random.Random) -> tuple[str, Heal]:
+        server = rng.choice(self.running())
+        assert server.proc is not None
+        pid, seconds = server.proc.pid, rng.uniform(*PAUSE)
+        os.kill(pid, signal.SIGSTOP)
+        self.events.append(Event(time.time(), server.name, "paused"))
+
+        def resume() -> None:
+            os.kill(pid, signal.SIGCONT)
+            self.events.append(Event(time.time(), server.name, "resumed"))
+
+        return f"SIGSTOP {server.name} ({seconds:.1f}s)", self._after(seconds, resume)
+
+    def hosts(self) -> list[str]:
+        assert self.topology is not None
+        return list(self.topology.addresses)
+
+    def cut(self, rng: random.Random) -> tuple[str, Heal]:
+        assert self.topology is not None
+        a, b = rng.sample(self.hosts(), 2)
+        self.topology.cut(a, b)
+        topology = self.topology
+        return f"partition {a} | {b}", lambda: topology.heal(a, b)
+
+    def cut_one_way(self, rng: random.Random) -> tuple[str, Heal]:
+        assert self.topology is not None
+        a, b = rng.sample(self.hosts(), 2)
+        self.topology.cut_one_way(a, b)
+        topology = self.topology
+        return f"one-way partition {a} -> {b}", lambda: topology.heal(a, b)
+
+    @staticmethod
+    def _after(seconds: float, heal: Heal) -> Heal:
+        """A fault that lasts `seconds` whatever the schedule's hold: the heal waits out the rest."""
+        until = time.monotonic() + seconds
+
+        def healed() -> None:
+            time.sleep(max(until - time.monotonic(), 0))
+            heal()
+
+        return healed
+
+    # ----------------------------------------------------------------------------------- the run
+
+    def say(self, what: str) -> None:
+        line = f"{time.monotonic() - self.began:7.1f}s {what}"
+        self.schedule.append(line)
+        print(f"[{self.mode}] {line}", flush=True)
+
+    def restart_dead(self) -> None:
+        for server in self.servers():
+            if server.proc is not None and server.proc.poll() is not None:
+                self.say(f"start {server.name} again (it exited with {server.proc.returncode})")
+                server.ready_text = ""  # it may wait as a backup, or replicate before failing back
+                server.start()
+
+    def run(self, clients: dict[str, Clients], seed: int, seconds: float) -> None:
+        rng = random.Random(seed)
+        faults = self.faults()
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            fault = rng.choice(faults)
+            what, heal = fault(rng)
+            hold = rng.uniform(*HOLD)
+            self.say(what)
+            time.sleep(hold)  # the fault's length: the schedule, not a wait for something
+            heal()
+            self.say("healed")
+            self.restart_dead()
+            self.wait_progress(clients, seed)
+
+    def wait_progress(self, clients: dict[str, Clients], seed: int) -> None:
+        for node, client in clients.items():
+            before = client.confirmed()
+            wait_until(
+                lambda client=client, before=before: client.confirmed() >= before + 3,
+                PROGRESS,
+                f"{self.mode}: node {node}'s producer to confirm again after a fault (seed {seed}, "
+                f"schedule: {self.schedule})",
+            )
+
+    def history(self) -> list[Event]:
+        events = list(self.events)
+        for server in self.servers():
+            logs = sorted(server.home.glob("broker-*.log"), key=lambda p: int(p.stem.split("-")[1]))
+            alive = server.proc is not None and server.proc.poll() is None
+            for i, path in enumerate(logs):
+                ended = i < len(logs) - 1 or not alive
+                events += log_events(server.name, path.read_text(errors="replace"), ended)
+        return events
+
+
+def soak(make: Callable[[ExitStack, Path], Soak], tmp_path: Path) -> None:
+    seed = SEED
+    with ExitStack() as stack:
+        mode = make(stack, tmp_path)
+        stack.callback(lambda: [s.kill() for s in mode.servers()])
+        clients = {
+            node: Clients(failover_uri([s.url for s in servers], NESTED))
+            for node, servers in mode.nodes.items()
+        }
+        for client in clients.values():
+            stack.callback(client.producer.stop.set)
+            stack.callback(client.done.set)
+            client.start()
+        mode.wait_progress(clients, seed)
+        mode.say(f"schedule of {SECONDS:g}s, seed {seed}")
+        mode.run(clients, seed, SECONDS)
+        if mode.topology is not None:
+            mode.topology.heal_all()
+        mode.restart_dead()
+        mode.wait_progress(clients, seed)
+        for client in clients.values():
+            client.stop_producing()
+        for client in clients.values():
+            client.drain()
+        node_of = {s.name: node for node, servers in mode.nodes.items() for s in servers}
+        active = intervals(mode.history(), node_of, time.time())
+        problems = []
+        for node, client in clients.items():
+            verdict = check(client.record, [i for i in active if i.node == node], WOKEN_TOLERANCE)
+            print(f"[{mode.mode}] node {node}: {verdict.counts()} (seed {seed})")
+            problems += [f"node {node}: {p}" for p in verdict.problems()]
+            problems += [f"node {node}: client error {e!r}" for e in client.errors + client.producer.errors]
+        for i in active:
+            print(f"[{mode.mode}] {i.server} active for node {i.node}: {i.end - i.start:.1f}s")
+        woken = overlaps(active)
+        if woken:
+            print(f"[{mode.mode}] overlaps within {WOKEN_TOLERANCE}s: {[round(s, 3) for *_, s in woken]}")
+        replay = f"AMQP_MIRROR_SOAK_SEED={seed} AMQP_MIRROR_SOAK_MODES={mode.mode}"
+        print(f"[{mode.mode}] seed {seed}: replay with {replay}")
+        assert not problems, f"{mode.mode}, seed {seed}: {problems}\nschedule: {mode.schedule}"
+
+
+# ------------------------------------------------------------------------------------------ the modes
+
+
+def _topology(stack: ExitStack, hosts: dict[str, int]) -> netns.Topology:
+    require("network namespaces", *netns.availability())
+    topology = netns.Topology({**hosts, "client": 1})
+    stack.callback(topology.close)
+    topology.create()
+    stack.callback(topology.heal_all)
+    stack.enter_context(topology.entered("client"))
+    return topology
+
+
+def _start_pairs(servers: list[BrokerProcess], pairs: int) -> dict[str, list[BrokerProcess]]:
+    for server in servers:
+        server.start(timeout=60)
+    nodes = {f"node{n + 1}": servers[2 * n : 2 * n + 2] for n in range(pairs)}
+    for node, (_, backup) in nodes.items():
+        if "AMQ221024" not in backup.log():
+            wait_until(
+                lambda backup=backup: "AMQ221024" in backup.log(), 60, f"{node}'s backup to synchronize"
+            )
+    return nodes
+
+
+def shared_store(stack: ExitStack, home: Path) -> Soak:
+    primary, backup = shared_pair(home)
+    primary.start()
+    backup.start()
+    return Soak("shared-store", {"node1": [primary, backup]})
+
+
+def replicated(
+    stack: ExitStack, home: Path, topology: netns.Topology, manager: str, pairs: int = 1, options: str = ""
+) -> dict[str, list[BrokerProcess]]:
+    hosts = [f"{role}{n}" for n in range(1, pairs + 1) for role in ("p", "b")]
+    members = []
+    for n in range(1, pairs + 1):
+        group = f"<group-name>pair{n}</group-name>" if pairs > 1 else ""
+        members += [(f"p{n}", "primary", group + options), (f"b{n}", "backup", group + options)]
+    servers = replicated_servers(
+        home,
+        "",
+        "",
+        members,
+        ttl=TTL_MS,
+        hosts={host: topology.address(host) for host in hosts},
+        prefixes={host: topology.prefix(host) for host in hosts},
+        port=5672,
+        manager=manager,
+    )
+    stack.callback(lambda: [s.kill() for s in servers])
+    return _start_pairs(servers, pairs)
+
+
+def zookeeper(stack: ExitStack, home: Path) -> Soak:
+    require("ZooKeeper", *zookeeper_peer.availability())
+    topology = _topology(stack, {"zk": 3, "p1": 1, "b1": 1})
+    ensemble = stack.enter_context(
+        zookeeper_peer.running_ensemble(
+            home / "zk", hosts=topology.addresses["zk"], prefix=topology.prefix("zk")
+        )
+    )
+    manager = lock_manager(
+        "org.apache.activemq.artemis.lockmanager.zookeeper.CuratorDistributedLockManager",
+        connect_string=ensemble.connect_string,
+        namespace="soak",
+        session_ms=str(SESSION_MS),
+    )
+
+    def majority_lost(rng: random.Random) -> tuple[str, Heal]:
+        stopped = rng.sample(ensemble.nodes, 2)
+        for node in stopped:
+            node.stop()
+
+        def heal() -> None:
+            for node in stopped:
+                node.start()
+            ensemble.wait_serving()
+
+        return f"ZooKeeper loses its majority (zk{stopped[0].number}, zk{stopped[1].number} stopped)", heal
+
+    nodes = replicated(stack, home, topology, manager)
+    return Soak("zookeeper", nodes, topology, ("zk", majority_lost))
+
+
+def quorum(stack: ExitStack, home: Path) -> Soak:
+    topology = _topology(stack, {f"{role}{n}": 1 for n in (1, 2, 3) for role in ("p", "b")})
+    options = VOTING + "<check-for-active-server>true</check-for-active-server>"
+    nodes = replicated(stack, home, topology, "", pairs=3, options=options)
+    return Soak("quorum", nodes, topology)
+
+
+def postgresql(stack: ExitStack, home: Path) -> Soak:
+    require("PostgreSQL", *postgresql_peer.availability())
+    topology = _topology(stack, {"pg": 1, "p1": 1, "b1": 1})
+    server = stack.enter_context(
+        postgresql_peer.running_postgresql(topology.address("pg"), prefix=topology.prefix("pg"))
+    )
+    manager = lock_manager(
+        POSTGRESQL_LOCK_MANAGER,
+        connect_string=server.connect_string,
+        namespace="soak",
+        session_ms=str(SESSION_MS),
+    )
+
+    def stopped(rng: random.Random) -> tuple[str, Heal]:
+        server.stop()
+        return "PostgreSQL stopped", server.start
+
+    nodes = replicated(stack, home, topology, manager)
+    return Soak("postgresql", nodes, topology, ("pg", stopped))
+
+
+MAKERS = {"shared-store": shared_store, "zookeeper": zookeeper, "quorum": quorum, "postgresql": postgresql}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_no_confirmed_send_is_lost_and_never_two_actives_under_a_fault_schedule(
+    mode: str, tmp_path: Path
+) -> None:
+    if mode not in CHOSEN:
+        pytest.skip(f"AMQP_MIRROR_SOAK_MODES={','.join(CHOSEN)}")
+    soak(MAKERS[mode], tmp_path)
