@@ -32,6 +32,9 @@ VOTING = "<vote-retries>10</vote-retries><vote-retry-wait>500</vote-retry-wait>"
 # a restarted primary replicates from the server active with its node id and fails back, rather than
 # activating beside it (quorum voting has no lock to tell it)
 CHECK_ACTIVE = "<check-for-active-server>true</check-for-active-server>"
+# and a primary that lost its backup stays active only if the majority sees it so: with the default
+# (false), a primary paused past its backup's vote wakes up and serves beside it (as Artemis's would)
+PRIMARIES = CHECK_ACTIVE + "<vote-on-replication-failure>true</vote-on-replication-failure>"
 
 
 @dataclass
@@ -142,7 +145,7 @@ def zookeeper(stack: ExitStack, home: Path) -> Setup:
 
 def quorum(stack: ExitStack, home: Path) -> Setup:
     topology = _topology(stack, {f"{role}{n}": 1 for n in (1, 2, 3) for role in ("p", "b")})
-    nodes = replicated(stack, home, topology, "", pairs=3, options=VOTING, primary_options=CHECK_ACTIVE)
+    nodes = replicated(stack, home, topology, "", pairs=3, options=VOTING, primary_options=PRIMARIES)
     return Setup("quorum", nodes, topology)
 
 
