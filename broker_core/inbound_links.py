@@ -25,6 +25,16 @@ class Producer:
         self.checked: set[str] = set()  # addresses this anonymous link may send to
 
 
+class Controller:
+    """A transaction controller's link to the coordinator (its declares and discharges)."""
+
+    __slots__ = ("credit_low", "credit_window")
+
+    def __init__(self, window: int, low: int) -> None:
+        self.credit_window = window
+        self.credit_low = low
+
+
 class ConsumerHost(Protocol):
     """What a consumer needs of its connection's endpoint."""
 

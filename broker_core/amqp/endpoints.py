@@ -26,6 +26,7 @@ class Link:
         "context",
         "credit",
         "delivery_count",
+        "delivery_state",
         "drain",
         "handle",
         "is_sender",
@@ -54,6 +55,9 @@ class Link:
         self.closed_locally = False
         self.closed_remotely = False
         self.partial: Any = None  # receiver: the delivery being assembled (transfers.Partial)
+        # receiver: the state the peer's transfer gave the delivery being handed over (a transactional
+        # send's `TransactionalState`); None for an ordinary one
+        self.delivery_state: Any = None
         self.reply_deferred = False  # the handler answers the peer's detach itself (e.g. once durable)
         self.context: Any = None  # the handler's object for this link
 
