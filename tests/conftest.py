@@ -159,6 +159,7 @@ TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest
     "test_journal_limits.py": "pure",
     "test_duplicate_detection.py": "pure",
     "test_transactions.py": "pure",
+    "test_transaction_crash.py": "pure",
     "test_confirmation_wiring.py": "pure",
     "test_defaults.py": "pure",
     "test_data_lock.py": "pure",
