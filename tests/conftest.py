@@ -108,6 +108,7 @@ TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest
     "connections/test_bridge_foreign.py": "peers",
     "failover/": "pure",
     "failover/test_failover_integration.py": "integration",
+    "failover/test_failover_transactions.py": "integration",
     "mirror/test_wire.py": "pure",
     "mirror/test_fast_paths.py": "pure",
     "mirror/test_rules.py": "pure",
