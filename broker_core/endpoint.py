@@ -115,6 +115,7 @@ class BrokerEndpoint:
         self.transactions = Transactions(server)
         self.blocked: set[int] = set()  # id() of producer links waiting for room before more credit
         self.closed = False
+        self.closed_by_peer = False  # the client closed the connection (an orderly close, not a failure)
 
     # ----------------------------------------------------------------------------------- plumbing
 
@@ -214,6 +215,7 @@ class BrokerEndpoint:
             del self.pending_enlisted[key]
 
     def on_close(self, conn: Connection, close: Close) -> None:
+        self.closed_by_peer = True
         self.connection_lost()
 
     # -------------------------------------------------------------------------------------- attach
@@ -765,7 +767,10 @@ class BrokerEndpoint:
 
         self.server.persistence.confirm(reply)
 
-    def consumer_gone(self, link: Link, closed: bool) -> None:
+    def consumer_gone(self, link: Link, closed: bool, failed: bool = False) -> None:
+        """The link stopped consuming: what it held goes back to its queue. Counted as a delivery when
+        the connection `failed` (it may have been processed), not when the client let go of it in an
+        orderly way (a detach, an end, a close): Artemis's rule."""
         consumer = link.context
         if isinstance(consumer, OutgoingLink):
             link.context = None
@@ -789,7 +794,7 @@ class BrokerEndpoint:
         ]
         refs = [r for r in held if isinstance(r, MessageRef) and r.consumer is consumer]
         if refs:
-            self.outcomes.requeue_all(refs)
+            self.outcomes.requeue_all(refs, counted=failed)
         srv, sub = self.server, consumer.subscription
         if (
             not q.consumers
@@ -806,9 +811,10 @@ class BrokerEndpoint:
             return
         self.closed = True
         self.conn.discard_partials()
+        failed = not self.closed_by_peer  # its socket went, or we closed it with an error
         for session in list(self.conn.sessions.values()):
             for link in list(session.local_links.values()):
-                self.consumer_gone(link, closed=False)
+                self.consumer_gone(link, closed=False, failed=failed)
         self.pending_accepts.clear()
         self.pending_enlisted.clear()
 

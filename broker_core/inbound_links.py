@@ -45,8 +45,9 @@ class ConsumerHost(Protocol):
         """False while the socket's write buffer is above its high-water mark."""
 
     def mark_dirty(self) -> None: ...
-    def consumer_gone(self, link: Link, closed: bool) -> None:
-        """The link stopped consuming: leave the queue, give back what it held."""
+    def consumer_gone(self, link: Link, closed: bool, failed: bool = False) -> None:
+        """The link stopped consuming: leave the queue, give back what it held (counted as a delivery
+        if the connection `failed`)."""
 
 
 class LinkConsumer:

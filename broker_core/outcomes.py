@@ -133,12 +133,15 @@ class Outcomes:
         q.requeue([ref])
         q.dispatch(self.is_expired)
 
-    def requeue_all(self, refs: list[MessageRef], persist_counts: bool = False) -> None:
-        """A consumer went away: everything it held goes back, counted as a failed delivery (the count
-        journalled with `persist_counts`)."""
+    def requeue_all(self, refs: list[MessageRef], persist_counts: bool = False, counted: bool = True) -> None:
+        """A consumer went away: everything it held goes back, `counted` as a failed delivery (the count
+        journalled with `persist_counts`), or not (the consumer let go of it in an orderly way)."""
         by_queue: dict[int, list[MessageRef]] = {}
         for ref in refs:
             ref.queue.take_in_flight(ref)
+            if not counted:
+                by_queue.setdefault(ref.queue.id, []).append(ref)
+                continue
             ref.delivery_count += 1
             if persist_counts:
                 self.persist_delivery_count(ref)

@@ -147,6 +147,7 @@ TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest
     "ops/test_log_lines.py": "pure",
     "ops/test_management_parity.py": "peers",
     "artemis/": "peers",
+    "jms/": "peers",
     "spark_dr/": "spark",
     "spark_dr/test_artemis_export.py": "pure",
     "installed/": "installed",
