@@ -195,7 +195,7 @@ class Transactions:
         why = tx.failure or self._refusal(tx)
         if why is not None:
             self._roll_back(tx, discharged=True)
-            raise RolledBack(f"the transaction was rolled back: {why}")
+            raise self._refused(tx, why)
         router, duplicates = srv.router, srv.duplicates
         routed = []
         try:
@@ -220,13 +220,24 @@ class Transactions:
                 if send.dup is not None:
                     duplicates.forget(send.address, send.dup)
             self._roll_back(tx, discharged=True)
-            raise RolledBack(f"the transaction was rolled back: {exc.description}") from exc
+            raise self._refused(tx, exc.description) from exc
         self._release_held(tx)
         outcomes = srv.outcomes
         for o in tx.outcomes:
             if self._alive(o.ref):
                 outcomes.apply(o.ref, o.outcome)
         srv.stats.transactions_committed += 1
+
+    def _refused(self, tx: Transaction, why: str) -> RolledBack:
+        log.info(
+            "AMQ951110: the commit of transaction %s (%d sends, %d acknowledgements) was refused, it was "
+            "rolled back: %s",
+            _show(tx.txn_id),
+            len(tx.sends),
+            len(tx.outcomes),
+            why,
+        )
+        return RolledBack(f"the transaction was rolled back: {why}")
 
     def _refusal(self, tx: Transaction) -> str | None:
         """Why the commit cannot be done, checked before anything changes: a full disk, an address that
@@ -287,9 +298,19 @@ class Transactions:
     def controller_gone(self, controller: Link) -> None:
         """A coordinator link detached (or its session ended, or the connection went): its transactions
         roll back."""
-        for tx in [t for t in self.active.values() if t.controller is controller]:
+        gone = [t for t in self.active.values() if t.controller is controller]
+        for tx in gone:
             del self.active[tx.txn_id]
             self._roll_back(tx, discharged=False)
+        busy = [t for t in gone if t.sends or t.outcomes]
+        if busy:  # what a failover leaves in doubt on the client's side: rolled back here
+            log.info(
+                "AMQ951111: %d transaction(s) left open when their coordinator link or connection went were "
+                "rolled back (%d sends dropped, %d messages given back)",
+                len(busy),
+                sum(len(t.sends) for t in busy),
+                sum(len(t.outcomes) for t in busy),
+            )
 
 
 def _holds(link: Link, ref: MessageRef) -> bool:

@@ -4,7 +4,10 @@ what a restart keeps."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+
+import pytest
 
 from broker_core.amqp.performatives import (
     Accepted,
@@ -186,7 +189,10 @@ def test_unknown_transactions_are_refused(tmp_path: Path) -> None:
     assert net.client("dc1").take("work", 1) != []  # the consumer was detached: the message came back
 
 
-def test_a_duplicate_in_a_transaction_rolls_the_whole_transaction_back(tmp_path: Path) -> None:
+def test_a_duplicate_in_a_transaction_rolls_the_whole_transaction_back(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="broker.transactions")
     net, client = one_broker(tmp_path)
     txn = client.declare()
     client.send("orders", "a", properties={DUP: "batch-1/a"}, txn=txn)
@@ -203,6 +209,13 @@ def test_a_duplicate_in_a_transaction_rolls_the_whole_transaction_back(tmp_path:
     assert condition(answer) == "amqp:transaction:rollback"
     assert isinstance(answer, Rejected) and answer.error is not None
     assert "Duplicate message detected" in str(answer.error.description)
+    assert "AMQ222059" in caplog.text and "AMQ951110" in caplog.text
+    stats = net.server("dc1").stats
+    assert (stats.transactions_declared, stats.transactions_committed, stats.transactions_rolled_back) == (
+        2,
+        1,
+        1,
+    )
     assert net.depth("dc1", "orders") == 2
     assert net.depth("dc1", "work") == 1  # its acknowledgement was rolled back too
     client.send("orders", "c", properties={DUP: "batch-1/c"})  # its id was never stored
@@ -210,7 +223,10 @@ def test_a_duplicate_in_a_transaction_rolls_the_whole_transaction_back(tmp_path:
     assert net.depth("dc1", "orders") == 3
 
 
-def test_a_transaction_left_open_by_a_lost_connection_rolls_back(tmp_path: Path) -> None:
+def test_a_transaction_left_open_by_a_lost_connection_rolls_back(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="broker.transactions")
     net, client = one_broker(tmp_path)
     net.client("dc1").send("work", "w")
     net.pump()
@@ -226,6 +242,7 @@ def test_a_transaction_left_open_by_a_lost_connection_rolls_back(tmp_path: Path)
     [(_, payload)] = net.client("dc1").take("work", 1)
     assert delivery_count(payload) == 1
     assert net.server("dc1").budget.bytes < 5000  # the work message only: the held send is gone
+    assert "AMQ951111: 1 transaction(s)" in caplog.text
 
 
 def test_a_coordinator_link_detached_rolls_its_transactions_back(tmp_path: Path) -> None:
