@@ -23,7 +23,9 @@ import org.apache.qpid.jms.JmsConnectionFactory;
  * <pre>
  * java -jar jms-harness.jar URL scenarios PREFIX [NAME...]   one JSON line per scenario
  * java -jar jms-harness.jar URL traffic PREFIX               transacted traffic that leaves known messages
- * java -jar jms-harness.jar URL bench QUEUE SIZE TXS BYTES   transactions of SIZE messages, sent then consumed
+ * java -jar jms-harness.jar URL bench PREFIX SIZES MESSAGES BYTES WARMUP
+ *     for each SIZE of SIZES (1,10,100): MESSAGES persistent messages of BYTES bytes sent in transactions of
+ *     SIZE, then consumed in transactions of SIZE, on a fresh queue; after WARMUP messages to warm the JVM
  * </pre>
  *
  * Queues and topics are named PREFIX.something, so runs never meet. "Nothing arrived" is a receive that
@@ -69,8 +71,19 @@ public final class Harness {
                 }
             }
             case "traffic" -> System.out.println(Json.of(h.traffic()));
-            case "bench" -> System.out.println(Json.of(h.bench(args[2], Integer.parseInt(args[3]),
-                    Integer.parseInt(args[4]), Integer.parseInt(args[5]))));
+            case "bench" -> {
+                int messages = Integer.parseInt(args[4]);
+                int bytes = Integer.parseInt(args[5]);
+                int warmup = Integer.parseInt(args[6]);
+                if (warmup > 0) {
+                    h.bench(args[2] + ".warmup", 10, warmup / 10, bytes);
+                }
+                for (String size : args[3].split(",")) {
+                    int n = Integer.parseInt(size);
+                    System.out.println(Json.of(h.bench(args[2] + ".tx" + n, n, messages / n, bytes)));
+                    System.out.flush();
+                }
+            }
             default -> {
                 System.err.println("unknown command " + args[1]);
                 System.exit(2);
