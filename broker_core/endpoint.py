@@ -50,7 +50,7 @@ from .message import MessageView
 from .queues import MessageRef, StoredMessage
 from .services import Answer, OutgoingLink, ServiceLink
 from .spool import Judge, SpooledDelivery
-from .transactions import CAPABILITIES, Transaction, Transactions, UnknownTransaction, control
+from .transactions import CAPABILITIES, TXN_ID, Transaction, Transactions, UnknownTransaction, control
 from .usage import MESSAGE_OVERHEAD, Usage
 
 if TYPE_CHECKING:
@@ -688,6 +688,17 @@ class BrokerEndpoint:
     def on_flow(self, link: Link) -> None:
         consumer = link.context
         if isinstance(consumer, LinkConsumer):
+            props = link.flow_properties
+            txn_id = props.get(TXN_ID) if props else None
+            if txn_id is None:
+                consumer.txn = None
+            else:  # a transactional acquisition (part 4.4.3): what the link gets now is the transaction's
+                try:
+                    consumer.txn = self.transactions.find(txn_id)
+                except UnknownTransaction as exc:
+                    log.info("%s: consumer %r detached: %s", self.name, link.name, exc.description)
+                    consumer.kick(exc.condition, exc.description)
+                    return
             q = consumer.queue
             q.dispatch(self.outcomes.is_expired)
             if link.drain and link.credit > 0:

@@ -9,6 +9,7 @@ from .queues import MessageRef, Queue, delivery_payload
 if TYPE_CHECKING:
     from .amqp.connection import Connection, Link
     from .outcomes import Outcomes
+    from .transactions import Transaction
 
 
 class Producer:
@@ -53,7 +54,7 @@ class ConsumerHost(Protocol):
 class LinkConsumer:
     """A queue consumer backed by a sender link of ours."""
 
-    __slots__ = ("closed", "host", "link", "outcomes", "presettled", "queue", "subscription", "tag")
+    __slots__ = ("closed", "host", "link", "outcomes", "presettled", "queue", "subscription", "tag", "txn")
 
     def __init__(
         self,
@@ -72,6 +73,7 @@ class LinkConsumer:
         self.subscription = subscription  # "durable", "volatile", "temporary" or None (a plain queue)
         self.tag = 0
         self.closed = False
+        self.txn: Transaction | None = None  # the receiver acquires in this transaction (its flow said so)
 
     def can_take(self) -> bool:
         link = self.link
@@ -95,6 +97,15 @@ class LinkConsumer:
         self.tag += 1
         tag = self.tag.to_bytes(4, "big")
         conn = host.conn
+        txn = self.txn
+        if txn is not None:
+            if txn.ended:
+                self.txn = None
+            else:  # transactional acquisition: sent under the transaction, given back if it rolls back
+                did = conn.send_delivery(self.link, tag, payload, self.presettled, ref, 0, txn.enlisted)
+                txn.acquire(ref, self.link, did, self.presettled)
+                host.mark_dirty()
+                return
         if self.presettled:
             conn.send_delivery(self.link, tag, payload, True)
             self.outcomes.acknowledge(ref)

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from .amqp import errors
 from .amqp.codec import Symbol
 from .amqp.endpoints import Link
-from .amqp.performatives import Declare, Discharge
+from .amqp.performatives import Accepted, Declare, Discharge, TransactionalState
 from .errors import BrokerError, NotFound
 from .message import MessageView, section_value
 from .queues import MessageRef, release_ref
@@ -54,6 +54,8 @@ CAPABILITIES = (
 )
 DISK_FULL = "the broker's disk is full"
 AMQP_VALUE = 0x77  # the body section a control message carries its declare or discharge in
+TXN_ID = "txn-id"  # the key of a flow's properties that acquires in a transaction (part 4.4.3)
+ACCEPTED = Accepted()
 
 
 class UnknownTransaction(BrokerError):
@@ -107,19 +109,41 @@ class _Outcome:
 
 
 class Transaction:
-    __slots__ = ("controller", "failure", "held", "outcomes", "sends", "txn_id")
+    __slots__ = (
+        "acquired",
+        "controller",
+        "ended",
+        "enlisted",
+        "failure",
+        "held",
+        "outcomes",
+        "sends",
+        "txn_id",
+    )
 
     def __init__(self, txn_id: bytes, controller: Link) -> None:
         self.txn_id = txn_id
         self.controller = controller  # the coordinator link that declared it: it rolls back if that goes
         self.sends: list[_Send] = []
         self.outcomes: list[_Outcome] = []
+        # deliveries sent under it to a receiver acquiring in it (part 4.4.3): (reference, link, delivery id)
+        self.acquired: list[tuple[MessageRef, Link, int]] = []
         self.failure: str | None = None  # why it can only roll back now (the first reason)
         self.held = 0  # bytes of its sends, held against global-max-size
+        self.ended = False  # discharged, or rolled back with its controller
+        self.enlisted = TransactionalState(txn_id).encode_amqp()  # the state of a transfer under it
 
     def fail(self, reason: str) -> None:
         if self.failure is None:
             self.failure = reason
+
+    def acquire(self, ref: MessageRef, link: Link, delivery_id: int, settled: bool) -> None:
+        """`ref` was sent under this transaction to a receiver acquiring in it: a rollback gives it back
+        (if its delivery is still unsettled). Sent settled, its acceptance is the transaction's too."""
+        if settled:
+            self.outcomes.append(_Outcome(ref, ACCEPTED, link, delivery_id, True))
+        else:
+            self.acquired.append((ref, link, delivery_id))
 
     def unsettled(self) -> list[_Outcome]:
         """Its outcomes whose deliveries the consumer left for the broker to settle."""
@@ -184,6 +208,7 @@ class Transactions:
         done (it was rolled back instead). The caller confirms a commit, and answers once it is."""
         tx = self.find(request.txn_id)
         del self.active[tx.txn_id]
+        tx.ended = True
         if request.fail:
             self._roll_back(tx, discharged=True)
             return tx
@@ -275,6 +300,13 @@ class Transactions:
                 link.session.outgoing_unsettled[o.delivery_id] = (link, ref)
             else:
                 back.append(ref)
+        for ref, link, delivery_id in tx.acquired:  # acquired and still unsettled: given back too
+            unsettled = link.session.outgoing_unsettled
+            entry = unsettled.get(delivery_id)
+            if entry is not None and entry[1] is ref:
+                del unsettled[delivery_id]
+                if self._alive(ref):
+                    back.append(ref)
         if back:
             srv.outcomes.roll_back(back)
         srv.stats.transactions_rolled_back += 1
@@ -301,8 +333,9 @@ class Transactions:
         gone = [t for t in self.active.values() if t.controller is controller]
         for tx in gone:
             del self.active[tx.txn_id]
+            tx.ended = True
             self._roll_back(tx, discharged=False)
-        busy = [t for t in gone if t.sends or t.outcomes]
+        busy = [t for t in gone if t.sends or t.outcomes or t.acquired]
         if busy:  # what a failover leaves in doubt on the client's side: rolled back here
             log.info(
                 "AMQ951111: %d transaction(s) left open when their coordinator link or connection went were "

@@ -353,3 +353,49 @@ def test_a_discharge_is_decoded_or_refused(tmp_path: Path) -> None:
     assert client.rejected(bad) == "amqp:decode-error"
     txn = client.declare()
     assert isinstance(client.control(Discharge(txn, False)), Accepted)
+
+
+def test_messages_acquired_in_a_transaction_go_back_if_it_rolls_back(tmp_path: Path) -> None:
+    """Transactional acquisition (part 4.4.3): a receiver's flow names a transaction; what it is sent then
+    carries that transaction's state, and comes back to the queue if the transaction rolls back."""
+    net, client = one_broker(tmp_path)
+    producer = net.client("dc1")
+    for i in range(3):
+        producer.send("work", f"w{i}")
+    net.pump()
+    first = client.declare()
+    taken = client.take("work", 2, txn=first)
+    assert len(taken) == 2
+    for delivery_id, _ in taken:
+        state = client.received_states[delivery_id]
+        assert isinstance(state, TransactionalState) and state.txn_id == first
+    other = net.client("dc1")
+    assert len(other.take("work", 5)) == 1  # the third one only: the two are acquired
+    assert isinstance(client.discharge(first, fail=True), Accepted)
+    back = other.received.pop("recv-work", [])
+    assert [body(p) for _, p in back] == ["w0", "w1"] and [delivery_count(p) for _, p in back] == [1, 1]
+
+
+def test_messages_acquired_and_accepted_in_one_transaction_go_at_its_commit(tmp_path: Path) -> None:
+    net, client = one_broker(tmp_path)
+    net.client("dc1").send("work", "w")
+    net.pump()
+    txn = client.declare()
+    [(delivery_id, _)] = client.take("work", 1, txn=txn)
+    client.settle(delivery_id, txn=txn)
+    assert net.depth("dc1", "work") == 1
+    assert isinstance(client.discharge(txn), Accepted)
+    assert net.depth("dc1", "work") == 0
+    net.client("dc1").send("work", "after")
+    net.pump()
+    [(later, _)] = client.take("work", 1)  # a flow without the transaction: acquisition as usual again
+    assert later not in client.received_states
+
+
+def test_an_acquisition_in_an_unknown_transaction_detaches_the_consumer(tmp_path: Path) -> None:
+    net, client = one_broker(tmp_path)
+    net.client("dc1").send("work", "w")
+    net.pump()
+    assert client.take("work", 1, txn=b"nope") == []
+    assert any(c == "amqp:transaction:unknown-id" for c, _ in client.refusals)
+    assert net.client("dc1").take("work", 1) != []

@@ -413,9 +413,16 @@ class Connection:
     ) -> None:
         self.links.detach(link, closed, condition, description)
 
-    def flow(self, link: Link, credit: int | None = None, drain: bool = False) -> None:
-        """Receiver: grant `credit` (absolute); sender: report state (e.g. after a drain)."""
-        self.links.flow(link, credit, drain)
+    def flow(
+        self,
+        link: Link,
+        credit: int | None = None,
+        drain: bool = False,
+        properties: dict[Any, Any] | None = None,
+    ) -> None:
+        """Receiver: grant `credit` (absolute), with `properties` (a transactional acquisition's `txn-id`);
+        sender: report state (e.g. after a drain)."""
+        self.links.flow(link, credit, drain, properties)
 
     def drain_complete(self, link: Link) -> None:
         """Sender with nothing more to send while draining: use up the credit and say so."""

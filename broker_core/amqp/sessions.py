@@ -217,14 +217,23 @@ class Sessions:
         if s.remote_incoming_window > 0:
             self.handler.on_session_flow(s)
 
-    def flow(self, link: Link, credit: int | None = None, drain: bool = False) -> None:
-        """Receiver: grant `credit` (absolute); sender: report state (e.g. after a drain)."""
+    def flow(
+        self,
+        link: Link,
+        credit: int | None = None,
+        drain: bool = False,
+        properties: dict[Any, Any] | None = None,
+    ) -> None:
+        """Receiver: grant `credit` (absolute), with `properties` (a transactional acquisition's `txn-id`);
+        sender: report state (e.g. after a drain)."""
         if credit is not None:
             link.credit = credit
-        self._send_flow(link.session, link, drain)
+        self._send_flow(link.session, link, drain, properties)
 
-    def _send_flow(self, s: Session, link: Link | None, drain: bool = False) -> None:
-        self._emit(s.channel, s.flow_state(link, drain).encode_amqp())
+    def _send_flow(
+        self, s: Session, link: Link | None, drain: bool = False, properties: dict[Any, Any] | None = None
+    ) -> None:
+        self._emit(s.channel, s.flow_state(link, drain, properties).encode_amqp())
 
     def drain_complete(self, link: Link) -> None:
         """Sender with nothing more to send while draining: use up the credit and say so."""

@@ -28,6 +28,7 @@ from typing import Any
 
 from amqp_mirror.broker import Broker
 from broker_core.acceptor import AmqpSocket
+from broker_core.amqp.codec import Symbol
 from broker_core.amqp.connection import Connection, Link, Session
 from broker_core.amqp.performatives import (
     Accepted,
@@ -429,9 +430,9 @@ class MemoryClient:
         self.senders: dict[str, Link] = {}
         self.receivers: dict[str, Link] = {}
         self.outcomes: dict[int, Any] = {}  # delivery id -> settled state
-        self.sent_states: dict[
-            int, tuple[bool, Any]
-        ] = {}  # the broker's word on what it sent: settled, state
+        # the broker's word on what it sent us (settled, state): its settlement after a commit
+        self.sent_states: dict[int, tuple[bool, Any]] = {}
+        self.received_states: dict[int, Any] = {}  # the state a transfer to us carried (transactional)
         self.received: dict[str, list[tuple[int, bytes]]] = {}
         self.tag = 0
         self.refusals: list[tuple[str, str]] = []  # (condition, description) of links the broker detached
@@ -465,6 +466,8 @@ class MemoryClient:
         self, link: Link, delivery_id: int, tag: bytes, settled: bool, payload: bytes, message_format: int
     ) -> None:
         self.received.setdefault(link.name, []).append((delivery_id, payload))
+        if link.delivery_state is not None:
+            self.received_states[delivery_id] = link.delivery_state
 
     def on_disposition(
         self, session: Session, role: bool, first: int, last: int, settled: bool, state: Any
@@ -551,9 +554,9 @@ class MemoryClient:
         """Commit (or roll back, `fail`) and return the answer: Accepted, or Rejected with the reason."""
         return self.control(Discharge(txn, fail))
 
-    def take(self, address: str, credit: int) -> list[tuple[int, bytes]]:
-        """Grant `credit` on a receiver of `address`, pump, and return what arrived (delivery id, payload),
-        left unsettled (see `settle`)."""
+    def take(self, address: str, credit: int, txn: bytes | None = None) -> list[tuple[int, bytes]]:
+        """Grant `credit` on a receiver of `address` (acquiring in transaction `txn` if given), pump, and
+        return what arrived (delivery id, payload), left unsettled (see `settle`)."""
         link = self.receivers.get(address)
         if link is None:
             assert self.session is not None, "the client is not connected"
@@ -561,7 +564,8 @@ class MemoryClient:
                 name=f"recv-{address}", role=True, source=Source(address=address), target=Target()
             )
             link = self.receivers[address] = self.conn.attach(self.session, attach)
-        self.conn.flow(link, credit=credit)
+        properties = None if txn is None else {Symbol("txn-id"): txn}
+        self.conn.flow(link, credit=credit, properties=properties)
         self._write()
         self.network.pump()
         return self.received.pop(link.name, [])
