@@ -255,7 +255,7 @@ class Transactions:
 
     def _refused(self, tx: Transaction, why: str) -> RolledBack:
         log.info(
-            "AMQ951110: the commit of transaction %s (%d sends, %d acknowledgements) was refused, it was "
+            "AMQ951130: the commit of transaction %s (%d sends, %d acknowledgements) was refused, it was "
             "rolled back: %s",
             _show(tx.txn_id),
             len(tx.sends),
@@ -338,7 +338,7 @@ class Transactions:
         busy = [t for t in gone if t.sends or t.outcomes or t.acquired]
         if busy:  # what a failover leaves in doubt on the client's side: rolled back here
             log.info(
-                "AMQ951111: %d transaction(s) left open when their coordinator link or connection went were "
+                "AMQ951131: %d transaction(s) left open when their coordinator link or connection went were "
                 "rolled back (%d sends dropped, %d messages given back)",
                 len(busy),
                 sum(len(t.sends) for t in busy),

@@ -209,7 +209,7 @@ def test_a_duplicate_in_a_transaction_rolls_the_whole_transaction_back(
     assert condition(answer) == "amqp:transaction:rollback"
     assert isinstance(answer, Rejected) and answer.error is not None
     assert "Duplicate message detected" in str(answer.error.description)
-    assert "AMQ222059" in caplog.text and "AMQ951110" in caplog.text
+    assert "AMQ222059" in caplog.text and "AMQ951130" in caplog.text
     stats = net.server("dc1").stats
     assert (stats.transactions_declared, stats.transactions_committed, stats.transactions_rolled_back) == (
         2,
@@ -242,7 +242,7 @@ def test_a_transaction_left_open_by_a_lost_connection_rolls_back(
     [(_, payload)] = net.client("dc1").take("work", 1)
     assert delivery_count(payload) == 1
     assert net.server("dc1").budget.bytes < 5000  # the work message only: the held send is gone
-    assert "AMQ951111: 1 transaction(s)" in caplog.text
+    assert "AMQ951131: 1 transaction(s)" in caplog.text
 
 
 def test_a_coordinator_link_detached_rolls_its_transactions_back(tmp_path: Path) -> None:
