@@ -22,6 +22,7 @@ import pytest
 from broker_core.amqp.performatives import Accepted, Discharge
 from broker_core.journal.codec import FRAME_SIZE, TYPE_BATCH
 from broker_core.message import build_message
+from spark_dr.rows import COLUMN_NAMES, journal_rows
 from tests.support.pair import MemoryClient, Network
 
 ADDRESSES = (
@@ -104,16 +105,22 @@ def cut_points(data: bytes, start: int) -> list[int]:
     return sorted(p for p in points if start <= p <= end)
 
 
-def test_a_commit_is_all_or_nothing_at_every_point_of_its_journal_write(tmp_path: Path) -> None:
-    net, client, txn = prepared(tmp_path / "live")
-    journal_dir = tmp_path / "live" / "dc1" / "journal"
-    segment = active_segment(journal_dir)
+def committed(home: Path) -> tuple[Path, bytes, int, list[int]]:
+    """The prepared transaction committed and the broker stopped: (its active segment, the segment's
+    bytes, where the commit's batch starts in them, the points to cut that batch at)."""
+    net, client, txn = prepared(home)
+    segment = active_segment(home / "dc1" / "journal")
     start = segment.stat().st_size  # everything before the discharge is on disk (the pump waited)
     assert isinstance(client.discharge(txn), Accepted)
     net.stop("dc1")
     data = segment.read_bytes()
     points = cut_points(data, start)
     assert len(points) > 30
+    return segment, data, start, points
+
+
+def test_a_commit_is_all_or_nothing_at_every_point_of_its_journal_write(tmp_path: Path) -> None:
+    segment, data, start, points = committed(tmp_path / "live")
 
     def cut_at(point: int) -> dict[str, object]:
         home = tmp_path / f"cut-{point}"
@@ -188,3 +195,29 @@ def test_an_uncommitted_transaction_vanishes_on_restart(tmp_path: Path, discharg
         assert isinstance(client.discharge(txn, fail=True), Accepted)
     net.crash("dc1")
     assert state(net) == nothing
+
+
+def test_the_dr_reader_sees_a_commit_cut_at_any_point_as_all_or_nothing(tmp_path: Path) -> None:
+    """What DR reconciliation reads of a journal (`journal_rows`, as `journal export` writes it): a
+    commit's records appear whole, as ordinary sends and acknowledgements, or not at all, wherever the
+    crash cut the commit's batch."""
+    segment, data, start, points = committed(tmp_path / "live")
+    at = {c: COLUMN_NAMES.index(c) for c in ("event", "address", "queue")}
+
+    def commit_rows(point: int) -> tuple[int, int]:
+        home = tmp_path / "cut"
+        shutil.copytree(tmp_path / "live" / "dc1" / "journal", home)
+        try:
+            with open(home / segment.name, "r+b") as f:
+                f.truncate(point)
+            rows = list(journal_rows(home))
+        finally:
+            shutil.rmtree(home)
+        sends = sum(r[at["event"]] == "send" and r[at["address"]] in ("orders", "invoices") for r in rows)
+        acks = sum(r[at["event"]] == "ack" and r[at["queue"]] == "work" for r in rows)
+        return sends, acks
+
+    assert commit_rows(start) == (0, 0) and commit_rows(len(data)) == (3, 2)
+    for point in points:
+        got = commit_rows(point)
+        assert got in ((0, 0), (3, 2)), f"a cut at byte {point - start} shows part of the commit: {got}"
