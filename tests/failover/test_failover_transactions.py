@@ -94,8 +94,9 @@ def test_a_lost_connection_rolls_the_transaction_back_and_it_starts_again_on_the
 
 
 def test_a_commit_cut_off_is_in_doubt_and_its_retry_is_stored_once(tmp_path: Path) -> None:
-    """Seed 001 §5.2: the commit is done but its outcome is lost with the broker; the retry, with the
-    same duplicate id, is refused whole on the restarted broker, so the message is there once."""
+    """As in Artemis's High Availability guide (5.2): the commit is done but its outcome is lost with the
+    broker; the retry, with the same duplicate id, is refused whole on the restarted broker, so the message
+    is there once."""
     a = BrokerProcess(tmp_path / "a", name="a", xml_kwargs={"addresses": QUEUES}).start()
     relay = Relay(a.port)
     try:

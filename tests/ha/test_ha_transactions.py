@@ -1,5 +1,6 @@
-"""Transactions across the failover of a replicated pair (seed 001 §5.1-5.2): a transacted producer and a
-transacted consume-and-produce worker on the failover client, kill -9 of the primary mid-transaction.
+"""Transactions across the failover of a replicated pair (the recipe of Artemis's High Availability guide,
+5.1-5.2): a transacted producer and a transacted consume-and-produce worker on the failover client, kill -9
+of the primary mid-transaction.
 
 - The producer sends batches of five in transactions, each message with its `_AMQ_DUPL_ID`, and rolls
   back a doomed transaction now and then. A transaction rolled back by the failover is done again; one
