@@ -200,7 +200,7 @@ class Listener:
             ctx = ssl_context(a)
 
             def factory(a: Acceptor = a) -> Detecting:
-                return Detecting(a, self.server.routes, self._serve)
+                return Detecting(a, self.server.routes, self.serve)
 
             srv: Any = await self.loop.create_server(
                 factory, a.host, a.port, ssl=ctx, reuse_address=True, backlog=512
@@ -211,7 +211,7 @@ class Listener:
             log.info("acceptor %s listening on %s:%d%s", a.name, host, port, " (TLS)" if ctx else "")
         self._tick()
 
-    def _serve(self, acceptor: Acceptor) -> AmqpSocket:
+    def serve(self, acceptor: Acceptor) -> AmqpSocket:
         """This server's protocol for a connection on `acceptor`, once it is known to speak AMQP."""
         return AmqpSocket(self.server, acceptor, self.services, self.turn, self.sockets, self._wake_by)
 
