@@ -8,8 +8,10 @@
 
 Either request may name the server that is to take the connection in an ``activemqServerName`` header
 (absent: the server whose acceptor it reached; a colocated backup of that process by its name), and the
-acceptor in an ``httpUpgradeEndpoint`` header. A request this side cannot serve is answered with an HTTP
-status and a plain-text line saying why (`Refusal`).
+acceptor in an ``httpUpgradeEndpoint`` header. A browser cannot add headers to its WebSocket request, so
+the name may come as a query parameter of the path instead (``ws://host:port/?activemqServerName=b``).
+A request this side cannot serve is answered with an HTTP status and a plain-text line saying why
+(`Refusal`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import hashlib
 import os
 from dataclasses import dataclass, field
 from enum import StrEnum
+from urllib.parse import parse_qs, urlsplit
 
 WEBSOCKET_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455 section 1.3
 REMOTING_MAGIC = "CF70DEB8-70F9-4FBA-8B4F-DFC3E723B4CD"  # Artemis's NettyConnector.MAGIC_NUMBER
@@ -142,7 +145,7 @@ def parse_request(head: bytes) -> UpgradeRequest:
         key = headers.get(REMOTING_KEY_HEADER.lower())
         if not key:
             raise Refusal(400, f"an activemq-remoting upgrade without {REMOTING_KEY_HEADER}")
-        return UpgradeRequest(Upgrade.REMOTING, key, path, *_routing(headers))
+        return UpgradeRequest(Upgrade.REMOTING, key, path, *_routing(path, headers))
     if upgrade:
         raise Refusal(
             400,
@@ -184,13 +187,17 @@ def _websocket_request(path: str, headers: dict[str, str]) -> UpgradeRequest:
             f"WebSocket subprotocols {', '.join(offered)} offered: this acceptor speaks the "
             "AMQP WebSocket binding, subprotocol amqp",
         )
-    return UpgradeRequest(Upgrade.WEBSOCKET, key, path, *_routing(headers), subprotocol=subprotocol)
+    return UpgradeRequest(Upgrade.WEBSOCKET, key, path, *_routing(path, headers), subprotocol=subprotocol)
 
 
-def _routing(headers: dict[str, str]) -> tuple[str | None, str | None]:
-    server = headers.get(SERVER_NAME_HEADER.lower(), "").strip() or None
-    endpoint = headers.get(ENDPOINT_HEADER.lower(), "").strip() or None
-    return server, endpoint
+def _routing(path: str, headers: dict[str, str]) -> tuple[str | None, str | None]:
+    """The server and acceptor a request names: its headers, else its path's query parameters."""
+    query = parse_qs(urlsplit(path).query)
+    names: list[str | None] = []
+    for header in (SERVER_NAME_HEADER, ENDPOINT_HEADER):
+        value = headers.get(header.lower(), "").strip() or (query.get(header) or [""])[0].strip()
+        names.append(value or None)
+    return names[0], names[1]
 
 
 def accept_key(kind: Upgrade, key: str) -> str:

@@ -153,6 +153,7 @@ TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest
     "ws/test_frames.py": "pure",
     "ws/test_handshake.py": "pure",
     "ws/test_transport_config.py": "pure",
+    "ws/test_ws_rhea.py": "peers",
     "test_layers.py": "pure",
     "test_engine.py": "pure",
     "test_queues.py": "pure",

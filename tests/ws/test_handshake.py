@@ -60,6 +60,19 @@ def test_without_an_offered_subprotocol_the_answer_names_none() -> None:
     assert "Sec-WebSocket-Protocol" not in switching(parsed).decode()
 
 
+def test_a_browser_names_the_server_in_the_query_as_it_cannot_add_headers() -> None:
+    parsed = parse_request(request(*WS, line="GET /amqp?activemqServerName=backup%2D1&x=y HTTP/1.1"))
+    assert (parsed.server_name, parsed.endpoint, parsed.path) == (
+        "backup-1",
+        None,
+        "/amqp?activemqServerName=backup%2D1&x=y",
+    )
+    both = request(
+        *WS, "activemqServerName: from-header", line="GET /?activemqServerName=from-query HTTP/1.1"
+    )
+    assert parse_request(both).server_name == "from-header"
+
+
 def test_the_routing_headers_are_read_from_either_upgrade() -> None:
     ws = parse_request(request(*WS, "activemqservername: backup-1", "httpUpgradeEndpoint: http-acceptor"))
     assert (ws.server_name, ws.endpoint) == ("backup-1", "http-acceptor")
