@@ -18,6 +18,9 @@ from broker_core.config.colocated import (
 from broker_core.config.model import Acceptor, BrokerConfig, Connector
 from broker_core.config.uri import ParsedUri, format_uri, parse_acceptor_uri, parse_connection_uri
 from broker_core.config.values import BadValue
+from broker_core.http_upgrade import Upgrade
+from connections.failover.bridge import upgrade_of
+from connections.failover.uri import parse_failover_uri
 from connections.outbound import client_upgrade
 
 HEAD = (
@@ -184,3 +187,19 @@ def test_format_uri_writes_artemis_form() -> None:
     assert format_uri(ParsedUri("::1", 5, {"a": "1", "b": "2"})) == "tcp://[::1]:5?a=1;b=2"
     with pytest.raises(BadValue):
         parse_acceptor_uri("ws://h:1")
+
+
+def test_the_failover_clients_upgrade_follows_its_uri_path_and_names() -> None:
+    first, second, third = parse_failover_uri(
+        "failover:(ws://h:8080/amqp/ws?activemqServerName=b,amqpwss://h2,tcp://h3:61616?httpUpgradeEnabled=true)"
+    ).uris
+    assert (first.scheme, first.path, first.url) == ("ws", "/amqp/ws", "ws://h:8080/amqp/ws")
+    assert (second.scheme, second.port, second.path) == ("wss", 443, "/")
+    upgrade = upgrade_of(first)
+    assert upgrade is not None and upgrade.kind is Upgrade.WEBSOCKET
+    assert upgrade.request().startswith(b"GET /amqp/ws HTTP/1.1\r\nHost: h:8080\r\n")
+    assert b"\r\nactivemqServerName: b\r\n" in upgrade.request()
+    remoting = upgrade_of(third)
+    assert remoting is not None and remoting.kind is Upgrade.REMOTING and third.url == "amqp://h3:61616"
+    with pytest.raises(ValueError, match="a path is for ws:// and wss:// URIs only"):
+        parse_failover_uri("amqp://h:5672/x")

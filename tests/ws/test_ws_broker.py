@@ -87,7 +87,8 @@ def test_a_websocket_client_and_a_plain_one_share_the_port_and_the_queue(ports: 
 
 def test_a_large_message_crosses_in_many_frames_both_ways(ports: Ports) -> None:
     body = bytes(range(256)) * 8192  # 2 MiB: many AMQP frames, each cut into WebSocket frames
-    with FailoverConnection(f"ws://{LOOPBACK}:{ports.amqp}") as conn:
+    # to the upgrade-only acceptor: a client that skipped the upgrade would be closed, not pass unframed
+    with FailoverConnection(f"ws://{LOOPBACK}:{ports.http}") as conn:
         conn.sender("big").send(Message(body=body))
         receiver = conn.receiver("big")
         got = receiver.receive(timeout=20)

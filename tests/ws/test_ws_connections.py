@@ -1,6 +1,7 @@
 """Broker connections through WebSocket and HTTP upgrades, between two of our brokers as processes.
 
-DC1 mirrors `orders` to DC2 over ws://, forwards `out.#` to DC2's HTTP upgrade endpoint with Artemis's
+DC1 mirrors `orders` to DC2 over ws://, to an acceptor that takes upgraded connections only (one that
+did not upgrade would be closed, AMQ951121), forwards `out.#` to DC2's HTTP upgrade endpoint with Artemis's
 activemq-remoting upgrade (httpUpgradeEnabled=true, naming DC2), and has a third connection that names
 a server DC2's process does not have: refused with its HTTP status and line, retried, never connected.
 """
@@ -39,7 +40,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProce
     dc2.start()
     connections = f"""
     <broker-connections>
-      <amqp-connection uri="ws://{LOOPBACK}:{dc2.port}/amqp" name="ws-mirror" retry-interval="200">
+      <amqp-connection uri="ws://{LOOPBACK}:{http_port}/amqp" name="ws-mirror" retry-interval="200">
         <mirror address-filter="orders"/>
       </amqp-connection>
       <amqp-connection name="http-sender" retry-interval="200"
@@ -69,6 +70,7 @@ def test_a_mirror_over_websocket_carries_sends_and_acknowledgements(
     )
     send(dc1.url, "orders", [f"order {i}" for i in range(50)])
     assert [m.body for m in receive(dc2.url, "orders", 50, timeout=20)] == [f"order {i}" for i in range(50)]
+    assert "AMQ951121" not in dc2.log()  # every connection to the upgrade-only acceptor upgraded
 
 
 def test_a_sender_through_the_http_upgrade_endpoint_forwards(
