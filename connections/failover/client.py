@@ -316,8 +316,9 @@ class FailoverConnection:
             self.failovers += 1
             log.info("failed over to %s (previous broker %s)", uri, previous)
         self._lost_uri = None
-        for entry in _server_list(conn):  # the broker's own failover-server-list (its HA partner)
-            self._learn(entry, f"failover-server-list of {uri}")
+        if self.config.options.update_uris_supported:  # the server's failover-server-list (partner, cluster)
+            for entry in _server_list(conn):
+                self._learn(entry, f"failover-server-list of {uri}")
         self._probes = priority_probes(self.config.uris, self.config.options, uri)
         self._next_probe()
 

@@ -26,6 +26,7 @@ STARTUP_MAX_RECONNECT_ATTEMPTS = -1  # startupMaxReconnectAttempts  -1 (unlimite
 RANDOMIZE = True  # randomize  true
 TIMEOUT_MS = -1  # timeout  -1 (infinite)
 WARN_AFTER_RECONNECT_ATTEMPTS = 10  # warnAfterReconnectAttempts  10 (<= 0 disables)
+UPDATE_URIS_SUPPORTED = True  # updateURIsSupported  true (learn the brokers a server names)
 # Section 2.1.3 "Priority Backup" describes these two without a default; off / empty is the only reading
 # under which the plain examples (no priorityBackup) behave as the chapter describes.
 PRIORITY_BACKUP = False
@@ -35,7 +36,6 @@ UNSUPPORTED_DEFAULTS = {
     "backup": "false",
     "trackMessages": "false",
     "maxCacheSize": "131072",
-    "updateURIsSupported": "true",
     "updateURIsURL": "",
 }
 
@@ -101,6 +101,7 @@ class FailoverOptions:
     priority_backup: bool = PRIORITY_BACKUP
     priority_uris: tuple[BrokerUri, ...] = ()
     warn_after_reconnect_attempts: int = WARN_AFTER_RECONNECT_ATTEMPTS
+    update_uris_supported: bool = UPDATE_URIS_SUPPORTED
 
 
 @dataclass(frozen=True)
@@ -296,6 +297,7 @@ _OPTION_FIELDS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "timeout": ("timeout", _attempts),
     "priorityBackup": ("priority_backup", _bool),
     "warnAfterReconnectAttempts": ("warn_after_reconnect_attempts", _warn),
+    "updateURIsSupported": ("update_uris_supported", _bool),
 }
 assert {name for name, _ in _OPTION_FIELDS.values()} | {"priority_uris"} == {
     f.name for f in fields(FailoverOptions)
