@@ -37,7 +37,7 @@ from broker_core.config.support import (
     QUORUM_PARAMETERS,
     QUORUM_VOTING,
     QUORUM_WITH_A_MANAGER,
-    SCALE_DOWN_PRIMARY_ONLY,
+    Support,
     UriKind,
 )
 from broker_core.config.uri import parse_acceptor_uri
@@ -180,9 +180,8 @@ def _parameters(
         if name == "manager":
             values["manager"] = _manager(reader, child)
         elif name == "scale-down":
-            rule = SCALE_DOWN_PRIMARY_ONLY if kind == HaKind.PRIMARY_ONLY else HA_PARAMETERS[name]
-            reader.judge(child, rule)
-            values["scale_down"] = _scale_down(reader, child)
+            implemented = reader.judge(child, HA_PARAMETERS[name]) == Support.IMPLEMENTED
+            values["scale_down"] = _scale_down(reader, child, implemented)
         elif name in _CONVERTERS:
             reader.check_attributes(child, set())
             reader.check_no_children(child)
@@ -200,7 +199,7 @@ def _parameters(
     return values
 
 
-def _scale_down(reader: Reader, element: Element) -> ScaleDown:
+def _scale_down(reader: Reader, element: Element, implemented: bool) -> ScaleDown:
     """`<scale-down>`: `<enabled>`, `<group-name>`, `<connectors>` of `<connector-ref>` (each a
     `<connector>`, checked with the others); `<discovery-group-ref>` is refused by the support table."""
     reader.check_attributes(element, set())
@@ -227,7 +226,7 @@ def _scale_down(reader: Reader, element: Element) -> ScaleDown:
         else:
             reader.ignore(child)  # <discovery-group-ref>: refused (no discovery); <commit-interval>: a note
     scale_down = ScaleDown(**values)
-    if scale_down.enabled and not scale_down.connectors and not discovery:
+    if implemented and scale_down.enabled and not scale_down.connectors and not discovery:
         reader.error(
             element, "<scale-down> needs the members it may move messages to", "<connectors><connector-ref>"
         )

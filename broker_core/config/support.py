@@ -403,11 +403,9 @@ HA_PARAMETERS: dict[str, Rule] = {
     # quorum voting (replication without a <manager>); with a <manager>: QUORUM_WITH_A_MANAGER
     **{name: IMPLEMENTED for name in QUORUM_PARAMETERS},
     "failback-delay": inert("deprecated: Artemis ignores it too"),
-    "scale-down": refused("on a stop, the messages stay in this broker's journal"),
+    "scale-down": IMPLEMENTED,  # a backup's: it scales down instead of activating
 }
-# `<scale-down>` inside `<primary-only>`; a backup's is HA_PARAMETERS' row
-SCALE_DOWN_PRIMARY_ONLY = IMPLEMENTED
-PRIMARY_ONLY: dict[str, Rule] = {**HA_PARAMETERS, "scale-down": SCALE_DOWN_PRIMARY_ONLY}
+PRIMARY_ONLY: dict[str, Rule] = {"scale-down": HA_PARAMETERS["scale-down"]}
 SCALE_DOWN: dict[str, Rule] = {
     **{name: IMPLEMENTED for name in ("enabled", "group-name", "connectors")},
     "discovery-group-ref": refused(_NO_DISCOVERY, instead="<connectors> of <connector-ref>"),

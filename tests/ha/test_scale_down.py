@@ -172,3 +172,50 @@ def test_with_no_member_up_the_stop_says_so_and_keeps_every_durable_message(tmp_
     source.start()
     assert bodies(source.url, "orders", 100) == list(range(25))
     source.kill()
+
+
+def shared_store_pair_scaling_down(home: Path, member_port: int) -> tuple[BrokerProcess, BrokerProcess]:
+    """A shared-store primary and its backup; the backup scales down to `member_port` (group g1)."""
+    ports = {"primary": free_port(), "backup": free_port()}
+    scale = (
+        "<scale-down><group-name>g1</group-name><connectors><connector-ref>m0</connector-ref></connectors>"
+    )
+    scale += "</scale-down>"
+    servers = []
+    for role, other in (("primary", "backup"), ("backup", "primary")):
+        connectors = f'<connector name="partner">tcp://{LOOPBACK}:{ports[other]}</connector>'
+        connectors += f'<connector name="m0">tcp://{LOOPBACK}:{member_port}</connector>'
+        options = scale if role == "backup" else ""
+        extra = CLUSTER + f"<connectors>{connectors}</connectors>"
+        extra += f"<ha-policy><shared-store><{role}>{options}</{role}></shared-store></ha-policy>"
+        broker = BrokerProcess(
+            home / role,
+            name=role,
+            port=ports[role],
+            xml_kwargs={"addresses": ORDERS, "extra": extra},
+            ready_text="AMQ221007" if role == "primary" else "passive on",
+        )
+        broker.write_config()
+        text = broker.config_path.read_text()
+        for kind in ("journal", "bindings", "paging", "large-messages"):
+            text = text.replace(f"<{kind}-directory>data/{kind}<", f"<{kind}-directory>{home}/shared/{kind}<")
+        broker.config_path.write_text(text)
+        servers.append(broker)
+    return servers[0], servers[1]
+
+
+def test_a_backup_with_scale_down_moves_its_primarys_messages_instead_of_activating(tmp_path: Path) -> None:
+    target = server(tmp_path, "target", group="g1", addresses=ORDERS).start()
+    primary, backup = shared_store_pair_scaling_down(tmp_path, target.port)
+    primary.start()
+    backup.start()
+    send(primary.url, "orders", list(range(40)))
+    primary.kill()
+    assert backup.proc is not None
+    wait_until(lambda: backup.proc is not None and backup.proc.poll() is not None, 30, "the backup to stop")
+    assert backup.proc.returncode == 0, backup.log()
+    log = backup.log()
+    assert "AMQ951164" in log and "40 messages moved" in log, log
+    assert "AMQ221010" not in log  # it never served
+    assert bodies(target.url, "orders", 100) == list(range(40))
+    target.stop()
