@@ -108,6 +108,7 @@ def test_every_message_moves_in_order_after_the_members_own_and_the_client_follo
     # order: the member's own first, then the moved ones in their order
     moved = [f"d{i}" for i in range(N)] + [f"n{i}" for i in range(M)]
     assert bodies(target.url, "orders", 200) == [f"t{i}" for i in range(5)] + moved
+    assert delivery_counts(target, "events.audit") == counts  # the member counts on from there
     audit = receive(target.url, "events::events.audit", 200, timeout=1)
     assert sorted(m.body for m in audit) == sorted(moved)
     assert {(m.durable, m.properties["i"]): m.delivery_count for m in audit} == counts
