@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from broker_core.acceptor import Listener
 from broker_core.amqp.connection import Connection
-from broker_core.config.model import AmqpConnection, BrokerConfig, HaRole
+from broker_core.config.model import AmqpConnection, BrokerConfig, HaKind, HaRole
 from broker_core.errors import NotAllowed
 from broker_core.ha.cluster_service import CLUSTER_ADDRESS, ClusterService, own_connector
 from broker_core.ha.quorum import Question
@@ -165,15 +165,15 @@ class Broker:
         def send_reply(address: str, payload: bytes) -> None:
             server.router.route(address, payload, MessageView(payload))
 
-        # who this server is, to a member scaling down (a replicated server answers its own way, later)
-        group = config.ha_policy.scale_down.group_name if config.ha_policy.scale_down is not None else None
-        node_id = server.node_id
-        self.services.register_sender(
-            CLUSTER_ADDRESS,
-            ClusterService(
-                config.name, node_id, own_connector(config), group, lambda: {}, _no_vote, voter=False
-            ),
-        )
+        # who this server is, to a member scaling down (a replicated server's coordinator answers, with
+        # its votes, once it is active)
+        policy = config.ha_policy
+        if policy.kind != HaKind.REPLICATION:
+            group = policy.scale_down.group_name if policy.scale_down is not None else None
+            service = ClusterService(
+                config.name, server.node_id, own_connector(config), group, lambda: {}, _no_vote, voter=False
+            )
+            self.services.register_sender(CLUSTER_ADDRESS, service)
         self.services.register(SCALE_DOWN_ADDRESS, ScaleDownService(server))
         management = ManagementService(self.management, authorize, authorize_reply, send_reply)
         self.services.register(server.config.management_address, management)
