@@ -20,7 +20,7 @@ from connections.cli import Management
 from connections.failover import FailoverConnection
 from tests.peers.ports import LOOPBACK, free_port, wait_until
 from tests.support.broker import BrokerProcess
-from tests.support.client import receive, send
+from tests.support.client import connect, receive, send
 from tests.support.ha import CLUSTER, Relay, failover_uri
 
 N, M = 30, 20  # durable and non-durable messages per queue
@@ -82,11 +82,13 @@ def test_every_message_moves_in_order_after_the_members_own_and_the_client_follo
         tmp_path, "source", group="g1", scale_to=(target.port,), addresses=ORDERS + EVENTS + LATER
     ).start()
     send(target.url, "orders", [f"t{i}" for i in range(5)])  # the member's own, there before
-    for durable, kind, count in ((True, "d", N), (False, "n", M)):
+    with connect(source.url) as conn:
         for address in ("orders", "events"):
-            for i in range(count):
-                properties = {"i": i, "_AMQ_DUPL_ID": f"{address}-{kind}{i}"}
-                send(source.url, address, [f"{kind}{i}"], durable=durable, properties=properties)
+            sender = conn.create_sender(address)
+            for durable, kind, count in ((True, "d", N), (False, "n", M)):
+                for i in range(count):
+                    properties = {"i": i, "_AMQ_DUPL_ID": f"{address}-{kind}{i}"}
+                    sender.send(Message(body=f"{kind}{i}", durable=durable, properties=properties))
     # a delivery of the subscription's first messages, never settled: their delivery count is 1
     assert [m.body for m in receive(source.url, "events::events.audit", 1, accept=None)] == ["d0"]
     counts = delivery_counts(source, "events.audit")
