@@ -179,15 +179,18 @@ class ScaleDownRun:
         try:
             target = await self._find(links)
             if target is None:
-                log.error(
+                left = sum(q.depth for q in self.server.queues.values() if not q.internal)
+                log.log(
+                    logging.ERROR if left else logging.WARNING,
                     "AMQ951166: %s could not scale down: no active member%s answered at %s within %.0f s; "
-                    "its messages stay in its journal",
+                    "its %d messages stay in its journal (a non-durable one goes with the stop)",
                     self.name,
                     f" of group {group}" if group else "",
                     ", ".join(self.policy.connectors),
                     FIND_TIMEOUT,
+                    left,
                 )
-                return False
+                return not left  # with nothing to move, nothing is stranded
             member, link = target
             await self._redirect_clients(member)
             return await self._move_all(member, link)
