@@ -253,11 +253,23 @@ class Queue:
             waiting[ref.message.id] = ref
 
     def requeue(self, refs: list[MessageRef]) -> None:
-        """Put references back at the head, oldest first (after consumer loss or release)."""
+        """Put references back (after consumer loss, a release, a rollback) where they were: in message
+        id order among those waiting at the head, as Artemis's addSorted does. So what a client gives back
+        in several goes (a rollback, then the prefetched messages it releases) is redelivered in order."""
+        messages = self.messages
         for ref in sorted(refs, key=lambda r: r.message.id, reverse=True):
             ref.consumer = None
-            self.messages.appendleft(ref)
-            self.waiting[ref.message.id] = ref
+            mid = ref.message.id
+            at = 0
+            for waiting in messages:  # usually none: what waits is newer than what was delivered
+                if waiting.message.id > mid:
+                    break
+                at += 1
+            if at:
+                messages.insert(at, ref)
+            else:
+                messages.appendleft(ref)
+            self.waiting[mid] = ref
 
     def remove(self, ref: MessageRef) -> None:
         """Take one waiting reference out of the queue (to acknowledge it out of band: a mirrored ack).

@@ -75,8 +75,11 @@ class Router:
         no_expiry: bool = False,
         cause: Cause | None = None,
         delivery_count: int = 0,
+        visible_when_durable: bool = False,
     ) -> StoredMessage | None:
         """Route one message to the queues bound at `address`; return it (None if nothing took it).
+        `visible_when_durable`: its queues get it only once its journal batch is on disk (a committed
+        transaction's messages: no consumer sees what a crash could take back).
 
         `delivery_count`: the deliveries the message had elsewhere (a scale-down brings it here).
         Raises ResourceLimitExceeded when the address is full and its policy is FAIL (or a page cannot
@@ -162,7 +165,11 @@ class Router:
         for q in memory:
             ref = MessageRef(msg, q, delivery_count)
             hold_ref(ref)
-            self._enqueue(q, ref)
+            if visible_when_durable:
+                self._later.append(ref)
+                persistence.schedule()
+            else:
+                self._enqueue(q, ref)
         return msg
 
     def _unrouted(self, name: str, addr: Address | None) -> None:

@@ -11,6 +11,9 @@ _COUNTERS = (
     "messages_scaled_down",
     "messages_scaled_in",
     "messages_unrouted",
+    "transactions_committed",
+    "transactions_declared",
+    "transactions_rolled_back",
 )
 
 
@@ -37,6 +40,9 @@ class BrokerStats:
         self.messages_killed = 0
         self.messages_scaled_down = 0  # sent to another server by this one's scale-down, and settled
         self.messages_scaled_in = 0  # stored here by another server's scale-down
+        self.transactions_declared = 0
+        self.transactions_committed = 0
+        self.transactions_rolled_back = 0
         self.acceptors: dict[str, AcceptorStats] = {}
 
     def acceptor(self, name: str) -> AcceptorStats:
