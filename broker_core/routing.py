@@ -74,12 +74,14 @@ class Router:
         only_queues: list[str] | None = None,
         no_expiry: bool = False,
         cause: Cause | None = None,
+        delivery_count: int = 0,
         visible_when_durable: bool = False,
     ) -> StoredMessage | None:
         """Route one message to the queues bound at `address`; return it (None if nothing took it).
         `visible_when_durable`: its queues get it only once its journal batch is on disk (a committed
         transaction's messages: no consumer sees what a crash could take back).
 
+        `delivery_count`: the deliveries the message had elsewhere (a scale-down brings it here).
         Raises ResourceLimitExceeded when the address is full and its policy is FAIL (or a page cannot
         be written); a DROP address drops the message (counted) and returns None."""
         addr = self.topology.addresses.get(address)
@@ -157,8 +159,11 @@ class Router:
             self.index.add(msg)
         for o in self.observers.routing:
             o.message_routed(msg, targets, cause)
+        if delivery_count and durable_ids:
+            for queue_id in durable_ids:
+                persistence.persist(records.DeliveryCountUpdated(queue_id, msg.id, delivery_count))
         for q in memory:
-            ref = MessageRef(msg, q)
+            ref = MessageRef(msg, q, delivery_count)
             hold_ref(ref)
             if visible_when_durable:
                 self._later.append(ref)
