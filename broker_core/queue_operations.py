@@ -74,14 +74,14 @@ class QueueOperations:
         match = self.select(filter_string)
         if match is everything:
             return q.depth
-        return sum(1 for ref in q.messages if match(ref))
+        return sum(1 for ref in q.refs() if match(ref))
 
     def count_by(self, name: str, filter_string: object, group_by: str) -> str:
         """Artemis's countMessages(filter, groupByProperty): JSON text {value: count}."""
         q = self.queue(name)
         match = self.select(filter_string)
         counts: dict[str, int] = {}
-        for ref in q.messages:
+        for ref in q.refs():
             if match(ref):
                 value = MessageView(ref.message.payload).section_map(0x74).get(group_by)
                 key = "null" if value is None else str(value)
@@ -89,7 +89,7 @@ class QueueOperations:
         return json_text(counts)
 
     def _waiting(self, q: Queue, match: Match) -> Iterator[MessageRef]:
-        return (ref for ref in q.messages if match(ref))
+        return (ref for ref in q.refs() if match(ref))
 
     def browse(
         self, name: str, page: int = 1, page_size: int = BROWSE_PAGE, filter_string: object = None
@@ -113,7 +113,7 @@ class QueueOperations:
         while True:
             chosen: list[MessageRef] = []
             kept: list[MessageRef] = []
-            for ref in q.messages:
+            for ref in q.refs():
                 if (limit < 0 or taken + len(chosen) < limit) and match(ref):
                     chosen.append(ref)
                 else:

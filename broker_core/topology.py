@@ -234,9 +234,10 @@ class Topology:
         addr = self.addresses.get(q.address)
         if addr is not None and q in addr.queues:
             addr.queues.remove(q)
-        for c in list(q.consumers):  # first, so that what they held comes back before the release below
+        # first, so that what they held comes back before the release below
+        for c in [*q.consumers, *(browser for browser, _ in q.browsers)]:
             c.kick("amqp:resource-deleted", f"queue {name} was deleted")
-        for ref in q.messages:
+        for ref in q.refs():
             if release_ref(ref):
                 self.index.forget(ref.message)
         q.keep_only([])

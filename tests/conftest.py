@@ -94,6 +94,7 @@ def _no_broker_left_running() -> Iterator[None]:
 
 
 TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest match wins
+    "test_priority.py": "pure",
     "config/": "pure",
     "filters/": "pure",
     "security/": "pure",

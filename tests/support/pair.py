@@ -478,6 +478,7 @@ class MemoryClient:
         durable: bool = True,
         to: str | None = None,
         properties: dict[str, Any] | None = None,
+        priority: int = 4,
     ) -> int:
         """Send one message (`address` None: an anonymous sender, the message's `to` decides); returns its
         delivery id (its outcome lands in `outcomes` when settled)."""
@@ -491,7 +492,9 @@ class MemoryClient:
             self.network.pump()
         assert link.credit > 0, f"no credit to send to {address}"
         self.tag += 1
-        payload = build_message(body, durable=durable, to=to, application_properties=properties)
+        payload = build_message(
+            body, durable=durable, to=to, application_properties=properties, priority=priority
+        )
         delivery_id = self.conn.send_delivery(link, self.tag.to_bytes(4, "big"), payload, False)
         self._write()
         return delivery_id
