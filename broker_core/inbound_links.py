@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from .queues import MessageRef, Queue, delivery_payload
@@ -42,7 +43,7 @@ class ConsumerHost(Protocol):
 class LinkConsumer:
     """A queue consumer backed by a sender link of ours."""
 
-    __slots__ = ("closed", "host", "link", "outcomes", "presettled", "queue", "subscription", "tag")
+    __slots__ = ("browse", "closed", "host", "link", "outcomes", "presettled", "queue", "subscription", "tag")
 
     def __init__(
         self,
@@ -52,6 +53,7 @@ class LinkConsumer:
         queue: Queue,
         presettled: bool,
         subscription: str | None,
+        browse: bool = False,
     ) -> None:
         self.host = host
         self.outcomes = outcomes
@@ -59,6 +61,7 @@ class LinkConsumer:
         self.queue = queue
         self.presettled = presettled
         self.subscription = subscription  # "durable", "volatile", "temporary" or None (a plain queue)
+        self.browse = browse  # sent copies: a browser acquires nothing, so its outcomes change nothing
         self.tag = 0
         self.closed = False
 
@@ -70,6 +73,13 @@ class LinkConsumer:
             and not self.closed
             and self.host.writable
         )
+
+    def feed(self, is_expired: Callable[[MessageRef], bool]) -> None:
+        """The link can take more: a browser reads on, a consumer has the queue dispatch."""
+        if self.browse:
+            self.queue.browse(self)
+        else:
+            self.queue.dispatch(is_expired)
 
     def kick(self, condition: str, description: str) -> None:
         """The queue went away under us: detach the link with the reason."""
@@ -84,7 +94,9 @@ class LinkConsumer:
         self.tag += 1
         tag = self.tag.to_bytes(4, "big")
         conn = host.conn
-        if self.presettled:
+        if self.browse:  # a copy: whatever the client says of it is ignored (no reference to settle)
+            conn.send_delivery(self.link, tag, payload, self.presettled)
+        elif self.presettled:
             conn.send_delivery(self.link, tag, payload, True)
             self.outcomes.acknowledge(ref)
         else:

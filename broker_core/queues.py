@@ -12,8 +12,9 @@ Invariants:
   by scanning a deep queue), so the levels change only through the queue's own methods.
 - Redelivered references go back to their place by message id within their priority (Artemis's
   addSorted), so per-priority order holds for everything not yet delivered.
-- A consumer with a selector takes only what it matches and a browser is sent copies; each looks on
-  from where it last looked (`Reader`), so neither makes the others scan the queue.
+- A consumer with a selector takes only what it matches and a browser is sent copies (when it gives
+  credit); each has its own list of what it has not looked at (`Reader`), so neither makes the others
+  scan the queue.
 - A message counts against its address's `Usage` (usage.py) while a queue of that address holds it
   (`local_refs`), and against another address's once per reference there (a store-and-forward queue);
   `release_ref` is the one way a reference lets go of a message.
@@ -23,10 +24,8 @@ Invariants:
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable
-from itertools import islice
 from typing import Any, Protocol
 
 from .usage import MESSAGE_OVERHEAD, Budget, Usage
@@ -39,6 +38,7 @@ READ_AHEAD = 1000
 class StoredMessage:
     __slots__ = (
         "address",
+        "connection_id",
         "cost",
         "durable",
         "expiry_ms",
@@ -76,6 +76,7 @@ class StoredMessage:
         self.origin_broker_id: str | None = None
         self.origin_message_id: int | None = None
         self.via_mirror = False
+        self.connection_id: str | None = None  # the sending connection's container id (no-local filters)
 
     @property
     def mirror_id(self) -> int:
@@ -85,7 +86,7 @@ class StoredMessage:
 
 
 class MessageRef:
-    __slots__ = ("consumer", "delivery_count", "message", "page", "queue")
+    __slots__ = ("consumer", "delivery_count", "hole", "message", "page", "queue")
 
     def __init__(self, message: StoredMessage, queue: Queue, delivery_count: int = 0, page: int = 0) -> None:
         self.message = message
@@ -93,6 +94,9 @@ class MessageRef:
         self.delivery_count = delivery_count
         self.page = page  # the page file it was read back from (0: it never was paged)
         self.consumer: Consumer | None = None
+        # Taken out of the middle of its level by a consumer with a selector: it stays there, skipped,
+        # until it reaches the head (or the level is compacted), and a redelivery revives it in place.
+        self.hole = False
 
 
 def hold_ref(ref: MessageRef) -> None:
@@ -168,44 +172,33 @@ def level_of(priority: int) -> int:
 
 
 class Reader:
-    """What a consumer that does not take every message sees of a queue: a selector's matches (`match`
-    None: every message), and for a browser the copies it has already been sent.
+    """What a consumer that does not take every message sees of a queue: the references it has not looked
+    at yet, by level (the queue adds each new or redelivered one), and what it takes or is sent a copy
+    of (`match`, a selector; None: everything). A consumer with a selector looks at each message once,
+    however long it waits, so no consumer ever scans the queue for another."""
 
-    `seen[level]` is the youngest message id of that level it has looked at: every older one was
-    examined (did not match, or was copied to a browser), so a look resumes past it and a reader
-    examines each message once, not the whole queue per delivery; a message put back at or below the
-    mark (a redelivery) lowers it."""
-
-    __slots__ = ("match", "seen")
+    __slots__ = ("match", "pending", "size")
 
     def __init__(self, match: Callable[[StoredMessage], bool] | None) -> None:
         self.match = match
-        self.seen = [0] * LEVELS
-
-    def forget(self, level: int, message_id: int) -> None:
-        if self.seen[level] >= message_id:
-            self.seen[level] = message_id - 1
+        self.pending: list[deque[MessageRef]] = [deque() for _ in range(LEVELS)]
+        self.size = 0  # references in `pending`, some perhaps gone since (dropped when looked at)
 
 
 def _message_id(ref: MessageRef) -> int:
     return ref.message.id
 
 
-def _match_in(messages: deque[MessageRef], reader: Reader, level: int) -> int:
-    """The index of the first reference of one level past the reader's mark that it matches, or -1; the
-    mark moves over every reference looked at. Ids grow from head to tail within a level, so the mark's
-    place is found by bisection, not by walking from the head."""
-    seen = reader.seen
-    mark = seen[level]
-    if not messages or messages[-1].message.id <= mark:
-        return -1
-    match = reader.match
-    start = bisect_right(messages, mark, key=_message_id) if mark else 0
-    for i, ref in enumerate(islice(messages, start, None), start):
-        seen[level] = ref.message.id
-        if match is None or match(ref.message):
-            return i
-    return -1
+def _insert_sorted(messages: deque[MessageRef], ref: MessageRef) -> None:
+    """Put `ref` back in message id order, looking from the head (a redelivery is among the oldest)."""
+    mid = ref.message.id
+    if not messages or messages[0].message.id > mid:
+        messages.appendleft(ref)
+        return
+    i, n = 1, len(messages)
+    while i < n and messages[i].message.id < mid:
+        i += 1
+    messages.insert(i, ref)
 
 
 class Queue:
@@ -224,6 +217,7 @@ class Queue:
         "fifo",
         "filter",
         "filter_string",
+        "holes",
         "id",
         "in_flight",
         "internal",
@@ -241,6 +235,7 @@ class Queue:
         "top",
         "usage",
         "waiting",
+        "watchers",
     )
 
     def __init__(
@@ -280,8 +275,10 @@ class Queue:
         self.top = NORMAL  # no level above it holds a reference
         self.waiting: dict[int, MessageRef] = {}
         self.consumers: list[Consumer] = []
+        self.holes = 0  # references taken out of the middle of a level, still in it (MessageRef.hole)
         self.readers: dict[int, Reader] = {}  # by id(consumer): the consumers with a selector
         self.browsers: list[tuple[Consumer, Reader]] = []
+        self.watchers: list[Reader] = []  # the readers of both
         self.in_flight = 0
         self.added = self.acked = self.expired = self.killed = 0
         self.dispatching = False
@@ -306,27 +303,25 @@ class Queue:
         """The waiting references in delivery order: highest priority first, oldest first within one."""
         levels = self.levels
         if levels is None:
-            return list(self.fifo)
-        out: list[MessageRef] = []
-        for level in range(LEVELS - 1, -1, -1):
-            out.extend(levels[level])
-        return out
+            out = list(self.fifo)
+        else:
+            out = []
+            for level in range(LEVELS - 1, -1, -1):
+                out.extend(levels[level])
+        return [ref for ref in out if not ref.hole] if self.holes else out
 
     def head(self) -> MessageRef | None:
         """The reference delivered next, if any."""
         levels = self.levels
-        if levels is None:
-            return self.fifo[0] if self.fifo else None
-        for level in range(self.top, -1, -1):
-            if levels[level]:
-                return levels[level][0]
+        for messages in [self.fifo] if levels is None else reversed(levels[: self.top + 1]):
+            for ref in messages:
+                if not ref.hole:
+                    return ref
         return None
 
     def _level(self, ref: MessageRef) -> deque[MessageRef]:
         """The deque a reference waits in (made on the first priority other than the default)."""
-        if self.internal:
-            return self.fifo
-        level = level_of(ref.message.priority)
+        level = self._level_index(ref)
         if level == NORMAL:
             return self.fifo
         levels = self.levels
@@ -336,28 +331,39 @@ class Queue:
             self.top = level
         return levels[level]
 
+    def _level_index(self, ref: MessageRef) -> int:
+        return NORMAL if self.internal else level_of(ref.message.priority)
+
     def _append(self, ref: MessageRef) -> None:
         if ref.message.priority == NORMAL or self.internal:
             self.fifo.append(ref)
         else:
             self._level(ref).append(ref)
+        if self.watchers:
+            self._tell(ref, False)
 
     def _pop(self) -> MessageRef:
         """Take the reference delivered next (the queue holds one)."""
         levels = self.levels
-        if levels is None:
-            return self.fifo.popleft()
-        level = self.top
-        while not levels[level]:
-            level -= 1
-        self.top = level if level > NORMAL else NORMAL
-        return levels[level].popleft()
+        while True:
+            if levels is None:
+                ref = self.fifo.popleft()
+            else:
+                level = self.top
+                while not levels[level]:
+                    level -= 1
+                self.top = level if level > NORMAL else NORMAL
+                ref = levels[level].popleft()
+            if not ref.hole:
+                return ref
+            ref.hole = False  # taken by a consumer with a selector: gone from the level now
+            self.holes -= 1
 
     def enqueue(self, ref: MessageRef) -> None:
         self._append(ref)
         self.waiting[ref.message.id] = ref
         self.added += 1
-        if self.consumers or self.browsers:
+        if self.consumers:
             self.dispatch()
 
     def enqueue_many(self, refs: list[MessageRef]) -> None:
@@ -366,7 +372,7 @@ class Queue:
             self._append(ref)
             waiting[ref.message.id] = ref
         self.added += len(refs)
-        if self.consumers or self.browsers:
+        if self.consumers:
             self.dispatch()
 
     def restore(self, ref: MessageRef) -> None:
@@ -385,32 +391,16 @@ class Queue:
         """Put references back (after consumer loss or release), each in its place by message id within
         its priority, as Artemis's cancel puts a reference back sorted by its sequence: a redelivered
         message goes ahead of younger ones of its priority, behind higher priorities."""
-        readers = self._all_readers()
         for ref in sorted(refs, key=_message_id, reverse=True):
             ref.consumer = None
-            messages = self._level(ref)
-            mid = ref.message.id
-            if not messages or messages[0].message.id > mid:
-                messages.appendleft(ref)
-            else:  # behind older references put back before it: find its place from the head
-                i = 1
-                n = len(messages)
-                while i < n and messages[i].message.id < mid:
-                    i += 1
-                messages.insert(i, ref)
-            self.waiting[mid] = ref
-            if readers:
-                level = self._level_index(ref)
-                for reader in readers:
-                    reader.forget(level, mid)
-
-    def _level_index(self, ref: MessageRef) -> int:
-        return NORMAL if self.internal else level_of(ref.message.priority)
-
-    def _all_readers(self) -> list[Reader]:
-        readers = list(self.readers.values())
-        readers.extend(reader for _, reader in self.browsers)
-        return readers
+            if ref.hole:  # still in its place in the level: it only comes back to life
+                ref.hole = False
+                self.holes -= 1
+            else:
+                _insert_sorted(self._level(ref), ref)
+            self.waiting[ref.message.id] = ref
+            if self.watchers:
+                self._tell(ref, True)
 
     def remove(self, ref: MessageRef) -> None:
         """Take one waiting reference out of the queue (to acknowledge it out of band: a mirrored ack).
@@ -440,14 +430,35 @@ class Queue:
 
     def keep_only(self, refs: list[MessageRef]) -> None:
         """Replace the waiting references with `refs` (a subset; each level keeps their order)."""
+        self._clear_holes()
         self.fifo.clear()
         if self.levels is not None:
             for level in self.levels:
                 level.clear()
         self.top = NORMAL
+        watchers, self.watchers = self.watchers, []  # they hold these already
         for ref in refs:
             self._append(ref)
+        self.watchers = watchers
         self.waiting = {ref.message.id: ref for ref in refs}
+
+    def _clear_holes(self) -> None:
+        if self.holes:
+            for messages in [self.fifo] if self.levels is None else self.levels:
+                for ref in messages:
+                    ref.hole = False
+            self.holes = 0
+
+    def _compact(self) -> None:
+        """Drop the holes from every level (when they outnumber the waiting references)."""
+        for messages in [self.fifo] if self.levels is None else self.levels:
+            kept = [ref for ref in messages if not ref.hole]
+            if len(kept) != len(messages):
+                for ref in messages:
+                    ref.hole = False
+                messages.clear()
+                messages.extend(kept)
+        self.holes = 0
 
     # ------------------------------------------------------------------------------------ consumers
 
@@ -457,19 +468,58 @@ class Queue:
         """A consumer takes every message it is given; one with `match` only those it matches (a
         selector); a browser (`browse`) is sent a copy of each waiting message it matches, once, and
         takes none."""
-        if browse:
-            self.browsers.append((consumer, Reader(match)))
+        if not browse and match is None:
+            self.consumers.append(consumer)
             return
-        if match is not None:
-            self.readers[id(consumer)] = Reader(match)
-        self.consumers.append(consumer)
+        reader = Reader(match)
+        for ref in self.refs():  # what waits now, in order; what comes later is told as it comes
+            reader.pending[self._level_index(ref)].append(ref)
+        reader.size = len(self.waiting)
+        if browse:
+            self.browsers.append((consumer, reader))
+        else:
+            self.readers[id(consumer)] = reader
+            self.consumers.append(consumer)
+        self.watchers.append(reader)
 
     def remove_consumer(self, consumer: Consumer) -> None:
+        reader: Reader | None = None
         if consumer in self.consumers:
             self.consumers.remove(consumer)
-            self.readers.pop(id(consumer), None)
+            reader = self.readers.pop(id(consumer), None)
         else:
+            for c, r in self.browsers:
+                if c is consumer:
+                    reader = r
             self.browsers = [(c, r) for c, r in self.browsers if c is not consumer]
+        if reader is not None:
+            self.watchers = [r for r in self.watchers if r is not reader]
+        if self.holes and not self.readers:
+            self._compact()  # nobody makes holes any more: the levels hold only what waits
+
+    def _tell(self, ref: MessageRef, redelivered: bool) -> None:
+        """A reference came (or came back): every reader will look at it."""
+        level = self._level_index(ref)
+        live = len(self.waiting)
+        for reader in self.watchers:
+            pending = reader.pending[level]
+            if redelivered:
+                _insert_sorted(pending, ref)
+            else:
+                pending.append(ref)
+            reader.size += 1
+            if reader.size > 2 * live + 1024:  # mostly gone since: taken by others
+                self._prune(reader)
+
+    def _prune(self, reader: Reader) -> None:
+        waiting = self.waiting
+        size = 0
+        for pending in reader.pending:
+            kept = [ref for ref in pending if waiting.get(ref.message.id) is ref]
+            pending.clear()
+            pending.extend(kept)
+            size += len(kept)
+        reader.size = size
 
     def dispatch(self, is_expired: Callable[[MessageRef], bool] | None = None) -> None:
         """Hand waiting messages to consumers with credit, round robin; read paged ones back as the
@@ -478,8 +528,6 @@ class Queue:
             return  # re-entered from a delivery callback: the outer loop carries on
         self.dispatching = True
         try:
-            if self.browsers:
-                self._browse()
             while True:
                 if self.readers:
                     hungry = self._dispatch_selective(is_expired)
@@ -490,8 +538,6 @@ class Queue:
                     return
                 if not pager.fill(self):
                     return
-                if self.browsers:
-                    self._browse()
         finally:
             self.dispatching = False
 
@@ -527,10 +573,9 @@ class Queue:
 
     def _dispatch_selective(self, is_expired: Callable[[MessageRef], bool] | None) -> bool:
         """As `_dispatch_waiting`, with consumers that have selectors: each takes the first waiting message
-        it matches, looking on from where it last looked (its `Reader`), so a selector never makes
-        another consumer scan; a consumer that found nothing sits out the rest of this round. Whether a
-        consumer could still take more and has looked at everything waiting (then paged references may
-        be read back for it)."""
+        it matches among those it has not looked at (its `Reader`); one that found nothing sits out the
+        rest of this round. Whether a consumer could still take more (then paged references may be read
+        back for it)."""
         consumers, readers = self.consumers, self.readers
         done: set[int] = set()
         while self.waiting and consumers:
@@ -553,39 +598,52 @@ class Queue:
             self.in_flight += 1
             ref.consumer = c
             c.deliver(ref)
+        if self.holes and not self.waiting:
+            self._compact()
         return any(c.can_take() for c in consumers)
 
-    def _next_match(self, reader: Reader) -> tuple[deque[MessageRef], int] | None:
-        """The first waiting reference past the reader's marks that it matches, highest priority first:
-        its level and index there. Every reference looked at moves the mark."""
-        levels = self.levels
-        if levels is None:
-            i = _match_in(self.fifo, reader, NORMAL)
-            return None if i < 0 else (self.fifo, i)
-        for level in range(self.top, -1, -1):
-            i = _match_in(levels[level], reader, level)
-            if i >= 0:
-                return levels[level], i
+    def _next_match(self, reader: Reader) -> MessageRef | None:
+        """The first waiting reference the reader has not looked at and matches, highest priority first;
+        everything it looks at on the way is dropped from its list."""
+        waiting, match, pending = self.waiting, reader.match, reader.pending
+        for level in range(LEVELS - 1, -1, -1):
+            refs = pending[level]
+            while refs:
+                ref = refs.popleft()
+                reader.size -= 1
+                if waiting.get(ref.message.id) is ref and (match is None or match(ref.message)):
+                    return ref
         return None
 
     def _take_match(self, reader: Reader) -> MessageRef | None:
-        found = self._next_match(reader)
-        if found is None:
+        """Take the next reference the reader matches out of its level: from the head, or as a hole."""
+        ref = self._next_match(reader)
+        if ref is None:
             return None
-        messages, i = found
-        ref = messages[i]
-        del messages[i]
+        messages = self._level(ref)
+        if messages[0] is ref:
+            messages.popleft()
+            while messages and messages[0].hole:  # holes that reached the head leave with it
+                messages.popleft().hole = False
+                self.holes -= 1
+        else:
+            ref.hole = True
+            self.holes += 1
+            if self.holes > 64 and self.holes > len(self.waiting):
+                self._compact()
         return ref
 
-    def _browse(self) -> None:
-        """Send each browser with credit a copy of what it has not seen yet (it takes nothing)."""
-        for consumer, reader in list(self.browsers):
-            while consumer.can_take():
-                found = self._next_match(reader)
-                if found is None:
-                    break
-                messages, i = found
-                consumer.deliver(messages[i])
+    def browse(self, consumer: Consumer) -> None:
+        """Send a browser, as far as its credit goes, a copy of each waiting message it has not seen (it
+        takes nothing). Asked by the browser's own flow only, as Artemis runs a browser's iterator: what
+        comes later, it reads when it gives credit again."""
+        for browser, reader in self.browsers:
+            if browser is consumer:
+                while consumer.can_take():
+                    ref = self._next_match(reader)
+                    if ref is None:
+                        return
+                    consumer.deliver(ref)
 
     def take_in_flight(self, ref: MessageRef) -> None:
         """A reference left the consumer (acked, rejected or requeued)."""

@@ -74,8 +74,13 @@ class Router:
         only_queues: list[str] | None = None,
         no_expiry: bool = False,
         cause: Cause | None = None,
+        connection_id: str | None = None,
     ) -> StoredMessage | None:
         """Route one message to the queues bound at `address`; return it (None if nothing took it).
+
+        A queue with a filter takes only what its filter matches, unless `only_queues` names it (the
+        sender chose the queue). `connection_id`: the sending connection's container id, which a no-local
+        subscription's filter compares.
 
         Raises ResourceLimitExceeded when the address is full and its policy is FAIL (or a page cannot
         be written); a DROP address drops the message (counted) and returns None."""
@@ -83,9 +88,21 @@ class Router:
         if addr is None or not addr.queues:
             self._unrouted(address, addr)
             return None
+        h = view.header
+        now_ms = self.clock_ms()
+        expiry = now_ms + h.ttl if h.ttl and not no_expiry else 0
+        if not expiry and not no_expiry:
+            expiry = view.absolute_expiry_time
         targets: list[Queue] = []
         anycast: list[Queue] = []
+        probe: StoredMessage | None = None  # what queue filters see, made for the first one
         for q in addr.queues:
+            if q.filter is not None and only_queues is None:
+                if probe is None:
+                    probe = StoredMessage(0, address, payload, h.durable, expiry, now_ms, h.priority)
+                    probe.connection_id = connection_id
+                if not q.filter(probe):
+                    continue
             if only_queues is not None:
                 if q.name in only_queues:
                     targets.append(q)
@@ -100,16 +117,12 @@ class Router:
         if not targets:
             self._unrouted(address, addr)
             return None
-        h = view.header
-        now_ms = self.clock_ms()
-        expiry = now_ms + h.ttl if h.ttl and not no_expiry else 0
-        if not expiry and not no_expiry:
-            expiry = view.absolute_expiry_time
         persistence = self.persistence
         msg = StoredMessage(
             persistence.new_message_id(), address, payload, h.durable, expiry, now_ms, h.priority
         )
         msg.via_mirror = via_mirror
+        msg.connection_id = connection_id
         if origin is not None:
             if origin[0] is not None:
                 check_name(origin[0], "origin broker")

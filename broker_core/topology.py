@@ -18,6 +18,7 @@ from .errors import AlreadyExists, InvalidField, NotAllowed, NotFound, Precondit
 from .events import Cause, Observers
 from .identity import MessageIndex
 from .journal import records
+from .message_fields import matcher, selector
 from .persistence import Persistence
 from .queues import Address, Queue, release_ref
 from .usage import Budget, Usage
@@ -171,6 +172,7 @@ class Topology:
         if name in self.queues:
             raise AlreadyExists(f"queue {name!r} already exists")
         check_name(name, "queue")
+        match = matcher(selector(filter_string))  # an invalid filter is refused before anything changes
         addr = self.ensure_address(
             address,
             {routing_type},
@@ -193,6 +195,7 @@ class Topology:
             purge_on_no_consumers=purge_on_no_consumers,
         )
         self.next_queue_id += 1
+        q.filter = match
         self.bind(q)
         if durable and not temporary:
             self.persistence.persist(
@@ -222,6 +225,11 @@ class Topology:
             addr = self.add_address(Address(q.address, {q.routing_type}, internal=q.internal))
         q.usage = addr.usage
         addr.queues.append(q)
+        if q.filter is None and q.filter_string:  # a recovered queue
+            try:
+                q.filter = matcher(selector(q.filter_string))
+            except InvalidField as exc:  # kept before filters were checked: the queue takes everything
+                self.log.error("AMQ951095: queue %s keeps its filter but cannot apply it: %s", q.name, exc)
 
     def delete_queue(self, name: str, cause: Cause | None = None) -> None:
         q = self.queues.get(name)
