@@ -360,8 +360,12 @@ class Queue:
             self.holes -= 1
 
     def enqueue(self, ref: MessageRef) -> None:
-        self._append(ref)
-        self.waiting[ref.message.id] = ref
+        msg = ref.message
+        if msg.priority == NORMAL and not self.watchers:  # the common case, without a call
+            self.fifo.append(ref)
+        else:
+            self._append(ref)
+        self.waiting[msg.id] = ref
         self.added += 1
         if self.consumers:
             self.dispatch()
@@ -562,7 +566,7 @@ class Queue:
                     break
             else:
                 return False
-            ref = self._pop()
+            ref = self.fifo.popleft() if self.levels is None and not self.holes else self._pop()
             del waiting[ref.message.id]
             if is_expired is not None and is_expired(ref):
                 continue
