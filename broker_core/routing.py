@@ -94,26 +94,34 @@ class Router:
         if not expiry and not no_expiry:
             expiry = view.absolute_expiry_time
         targets: list[Queue] = []
-        anycast: list[Queue] = []
+        anycast: list[Queue | None] = []  # every anycast queue in order; None where its filter refuses
         probe: StoredMessage | None = None  # what queue filters see, made for the first one
         for q in addr.queues:
+            taken = True
             if q.filter is not None and only_queues is None:
                 if probe is None:
                     probe = StoredMessage(0, address, payload, h.durable, expiry, now_ms, h.priority)
                     probe.connection_id = connection_id
-                if not q.filter(probe):
-                    continue
+                taken = q.filter(probe)
             if only_queues is not None:
                 if q.name in only_queues:
                     targets.append(q)
             elif q.routing_type == MULTICAST:
-                targets.append(q)
+                if taken:
+                    targets.append(q)
             else:
-                anycast.append(q)
+                anycast.append(q if taken else None)
         if anycast:
-            # Several anycast queues on one address share the messages round robin, as Artemis does.
-            targets.append(anycast[addr.anycast_rr % len(anycast)])
-            addr.anycast_rr += 1
+            # Several anycast queues on one address share the messages round robin, as Artemis does: from
+            # the position after the last one that took a message, the next whose filter matches.
+            n = len(anycast)
+            for step in range(n):
+                i = (addr.anycast_rr + step) % n
+                chosen = anycast[i]
+                if chosen is not None:
+                    targets.append(chosen)
+                    addr.anycast_rr = i + 1
+                    break
         if not targets:
             self._unrouted(address, addr)
             return None

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 
 from .config.model import AddressSettings, BrokerConfig
-from .errors import AlreadyExists, InvalidField, NotAllowed, NotFound, PreconditionFailed
+from .errors import AlreadyExists, InvalidField, NotAllowed, NotFound, NotImplementedHere, PreconditionFailed
 from .events import Cause, Observers
 from .identity import MessageIndex
 from .journal import records
@@ -168,11 +168,21 @@ class Topology:
         temporary: bool = False,
         purge_on_no_consumers: bool = False,
         cause: Cause | None = None,
+        lenient_filter: bool = False,
     ) -> Queue:
+        """A new queue. A filter it cannot apply refuses it before anything changes, or with
+        `lenient_filter` (a queue another broker made, which must exist here too) leaves it unfiltered,
+        said (AMQ951095)."""
         if name in self.queues:
             raise AlreadyExists(f"queue {name!r} already exists")
         check_name(name, "queue")
-        match = matcher(selector(filter_string))  # an invalid filter is refused before anything changes
+        try:
+            match = matcher(selector(filter_string))
+        except (InvalidField, NotImplementedHere) as exc:
+            if not lenient_filter:
+                raise
+            self.log.error("AMQ951095: queue %s keeps its filter but cannot apply it: %s", name, exc)
+            match = None
         addr = self.ensure_address(
             address,
             {routing_type},
@@ -228,7 +238,7 @@ class Topology:
         if q.filter is None and q.filter_string:  # a recovered queue
             try:
                 q.filter = matcher(selector(q.filter_string))
-            except InvalidField as exc:  # kept before filters were checked: the queue takes everything
+            except (InvalidField, NotImplementedHere) as exc:  # kept before filters were checked
                 self.log.error("AMQ951095: queue %s keeps its filter but cannot apply it: %s", q.name, exc)
 
     def delete_queue(self, name: str, cause: Cause | None = None) -> None:
