@@ -205,6 +205,23 @@ class Broker:
             self.listener.stop_accepting()
             self.listener.close_clients(keep)
 
+    def isolate(self) -> None:
+        """Stop serving, the journal kept (the network check found this server isolated): no acceptor, no
+        client, no broker connection, until `serve_again`."""
+        if self.connections is not None:
+            self.connections.stop()
+        if self.listener is not None:
+            self.listener.stop_accepting()
+            self.listener.close_clients(())
+
+    async def serve_again(self) -> None:
+        """After `isolate`: the acceptors listen again (bound anew) and the broker connections start."""
+        if self.listener is not None:
+            self.listener.servers.clear()  # closed by isolate(): start() binds them anew
+            await self.listener.start()
+        if self.connections is not None:
+            self.connections.start()
+
     async def stop(self) -> None:
         if not self.server.started:
             return

@@ -26,6 +26,7 @@ from broker_core.journal.node_id import load_or_create_node_id
 from broker_core.passive import PassiveListener
 
 from .broker import Broker
+from .network_check import NetworkCheck, NetworkGuard, targets_of
 
 log = logging.getLogger("broker.ha")
 
@@ -101,6 +102,11 @@ class Coordinator(Protocol):
 
     def counters(self) -> dict[str, int]:
         """What the coordinator counts, for the metrics (replicas dropped for lagging)."""
+        ...
+
+    async def may_serve_again(self) -> bool:
+        """The network is back after an isolation: whether this active server may serve again (not if
+        another server took over its node id meanwhile)."""
         ...
 
 
@@ -179,6 +185,9 @@ class SharedStoreCoordinator:
     def counters(self) -> dict[str, int]:
         return {}
 
+    async def may_serve_again(self) -> bool:
+        return True  # it kept the primary lock: nobody else took over
+
 
 class HaController:
     def __init__(
@@ -195,6 +204,13 @@ class HaController:
         self.policy = config.ha_policy
         self.role = self.policy.role
         self.state = State.STARTING
+        # the network isolation check: an active server stops serving while isolated, a passive one never
+        # activates then (broker_core/ha/isolation.py)
+        self.network = NetworkCheck(config.name, targets_of(config), loop)
+        self.guard = NetworkGuard(
+            self.network, lambda: self.broker if self.state == State.ACTIVE else None, self._may_serve_again
+        )
+        self._said_isolated = False
         self.broker = self._new_broker()
         self.coordinator = self._new_coordinator()
         other = config.ha_partner()
@@ -219,16 +235,32 @@ class HaController:
         if self.policy.kind == HaKind.REPLICATION:
             from .ha_replication import ReplicationCoordinator
 
-            return ReplicationCoordinator(self, stepped_down)
+            replication = ReplicationCoordinator(self, stepped_down)
+            replication.healthy = lambda: self.network.healthy  # an isolated server's votes are lost
+            return replication
         return SharedStoreCoordinator(self)
 
     # ------------------------------------------------------------------------------- driving
 
     async def start(self) -> None:
+        self.network.start()
         await self.on(Event.START)
 
     async def stop(self) -> None:
+        self.network.stop()
         await self.on(Event.STOP)
+
+    async def _may_serve_again(self) -> bool:
+        if await self.coordinator.may_serve_again():
+            return True
+        log.warning(
+            "AMQ951112: %s finds another server active with its node id after its isolation: it stops, "
+            "to rejoin as its backup",
+            self.config.name,
+        )
+        self.rejoin = "another server took over its node id while it was isolated"
+        await self.stop()
+        return False
 
     async def force_failover(self) -> None:
         self.rejoin = "it failed over to its backup on request"
@@ -314,6 +346,7 @@ class HaController:
             await self._close_broker()
             await self.on(Event.STOPPED)
         elif action == Action.EXIT:
+            self.network.stop()
             self._cancel()
             await self._close_passive()
             self.coordinator.release()
@@ -412,6 +445,15 @@ class HaController:
             self._timer = None
 
     async def _poll(self) -> Event | None:
+        if not self.network.healthy:  # never activate while isolated; a lock is not even tried
+            if not self._said_isolated:
+                self._said_isolated = True
+                log.warning(
+                    "AMQ951104: %s is isolated from the network (network-check-list): it will not activate",
+                    self.config.name,
+                )
+            return None
+        self._said_isolated = False
         event = await self.coordinator.poll()
         if self.role == HaRole.BACKUP:
             return event

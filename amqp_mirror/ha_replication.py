@@ -4,6 +4,9 @@ broker_core/ha/: the activation sequence's rules (activation.py), what a passive
 and the lock, and what an active server does about each replica (replication_states.py), and what a held
 lock goes through (lock_states.py). This module decides nothing: it observes, feeds the tables their
 events, and carries their actions out (the network calls off the loop, each bounded).
+
+Without a `<manager>`, quorum voting decides in the lock manager's place (ha_quorum.py), over the
+cluster connection's members (ha_cluster.py): an orphaned backup asks them whether its primary is gone.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from broker_core.config.model import AmqpConnection, Endpoint, HaRole
 from broker_core.config.uri import parse_acceptor_uri
 from broker_core.ha import activation
+from broker_core.ha.cluster_service import CLUSTER_ADDRESS, ClusterService
 from broker_core.ha.lock_managers import LockManager, LockManagerError, lock_manager_for
 from broker_core.ha.node_files import read_activation_sequence, write_activation_sequence
+from broker_core.ha.quorum import Question
 from broker_core.ha.replica import Replica
 from broker_core.ha.replication_source import ReplicationService, ReplicationSettings
 from broker_core.ha.replication_states import (
@@ -38,6 +43,8 @@ from broker_core.journal.node_id import adopt_node_id, coordinated_node_id, load
 from connections.outbound import OutboundConnection
 
 from .ha_admin import clear_break_glass, node_id_of, read_break_glass
+from .ha_cluster import ClusterMembership
+from .ha_quorum import QuorumVoting
 from .ha_replica_link import ReplicaPolicy
 
 if TYPE_CHECKING:
@@ -74,13 +81,26 @@ class ReplicationCoordinator:
         though its copy is as new as the primary's until the primary activates."""
         config = controller.config
         policy = config.ha_policy
-        assert policy.manager is not None  # the configuration refuses replication without one
         self.controller = controller
         self.loop = controller.loop
         self.role = policy.role
         self.policy = policy
-        self.manager: LockManager = lock_manager_for(policy.manager)
         self.lock_dir = Path(config.node_manager_lock_directory or config.journal_directory)
+        self.healthy: Callable[[], bool] = lambda: True  # the network check's verdict (isolated: False)
+        # quorum voting (no <manager>): the cluster's members decide, over their member connections
+        self.voting = policy.manager is None
+        self.membership: ClusterMembership | None = None
+        self.quorum: QuorumVoting | None = None
+        self.manager: LockManager
+        if policy.manager is None:
+            self.membership = ClusterMembership(controller.broker, self._cluster_changed)
+            self.membership.own = lambda: (self._node_id(), self.service is not None)
+            self.manager = self.quorum = QuorumVoting(
+                config.name, policy, self.membership, self.lock_dir, self.loop, lambda: self.healthy()
+            )
+        else:
+            self.manager = lock_manager_for(policy.manager)
+        self._vote: asyncio.Task[None] | None = None
         self.replica = Replica(
             Path(config.journal_directory),
             Path(config.paging_directory),
@@ -109,7 +129,9 @@ class ReplicationCoordinator:
                 ", ".join(f"{k} {v}" for k, v in self.break_glass.items()),
             )
         if self.role == HaRole.BACKUP:
+            # quorum voting has no coordinated sequence to judge a copy by: a backup always copies anew
             has_copy = read_activation_sequence(self.lock_dir) > 0 and node_id_of(config) is not None
+            has_copy = has_copy and not self.voting
             has_copy = has_copy and not stepped_down
             self.candidate = Candidate.BACKUP_WITH_COPY if has_copy else Candidate.BACKUP
         elif policy.check_for_active_server:
@@ -126,7 +148,7 @@ class ReplicationCoordinator:
         self.lost: str | None = None  # why the lock manager says our lock is gone
         self.primary_back = False  # an active backup: its primary replicates from it, synchronized
         self.coordinated: int | None = None
-        self.fence_timeout = FENCE_TIMEOUT
+        self.fence_timeout = FENCE_TIMEOUT if self.quorum is None else self.quorum.longest_stay_vote()
         cluster = config.cluster_connection()
         self.call_timeout = (cluster.call_timeout if cluster is not None else 30000) / 1000
         self.probe_time = max(2.0, len(config.ha_partners()) * policy.retry_replication_wait / 1000)
@@ -134,11 +156,21 @@ class ReplicationCoordinator:
         self._probe: asyncio.TimerHandle | None = None
         self._ticker: asyncio.TimerHandle | None = None
         self._started = False
+        self._cluster_started = False
 
     # ------------------------------------------------------------------------------- passive
 
     async def begin(self) -> None:
+        if self.membership is not None and not self._cluster_started:
+            self._cluster_started = True
+            self.membership.start()
         await self._start_manager()
+
+    def _cluster_changed(self) -> None:
+        """A member came or went: this server's clients are told of the active members."""
+        membership = self.membership
+        if membership is not None:
+            self.controller.broker.server.failover_servers = membership.live_members()
 
     async def _start_manager(self) -> bool:
         if self._started:
@@ -157,12 +189,15 @@ class ReplicationCoordinator:
         self._pending += self._step(event)
 
     def _step(self, event: FollowEvent) -> tuple[FollowAction, ...]:
-        step = follow_step(self.candidate, self.follow, event)
+        step = follow_step(self.candidate, self.follow, event, voting=self.voting)
         if step.state != self.follow:
             log.debug(
                 "HA %s follows: %s on %s -> %s", self.controller.config.name, self.follow, event, step.state
             )
         self.follow = step.state
+        if step.state != Follow.ORPHANED and self._vote is not None:
+            self._vote.cancel()  # the stream is back (or the vote is over): nothing left to decide
+            self._vote = None
         self.poll_every = REPAIR_WAIT if step.state == Follow.AWAITING_REPAIR else POLL
         if step.state != Follow.AWAITING_REPAIR:
             self._said_maybe = False
@@ -191,9 +226,19 @@ class ReplicationCoordinator:
             return list(await self._try_lock())
         elif action == FollowAction.SAY_ORPHANED:
             log.info(
-                "AMQ951070: %s lost the replication stream of %s: it takes over once its lock is free",
+                "AMQ951070: %s lost the replication stream of %s: it takes over once %s",
                 name,
                 self.replica.primary,
+                "the quorum says its primary is gone" if self.voting else "its lock is free",
+            )
+        elif action == FollowAction.VOTE:
+            if self._vote is None:
+                self._vote = self.loop.create_task(self._vote_on_primary())
+        elif action == FollowAction.SAY_VOTE_LOST:
+            log.warning(
+                "AMQ951103: %s will not take over: the quorum did not say its primary is gone (or it is "
+                "isolated); it replicates again, from the start",
+                name,
             )
         elif action == FollowAction.SAY_FOLLOWING_ACTIVE:
             log.info("AMQ221033: %s finds another server active: replicating from it", name)
@@ -230,6 +275,12 @@ class ReplicationCoordinator:
                     local,
                 )
         return []
+
+    async def _vote_on_primary(self) -> None:
+        node, quorum = self._node_id(), self.quorum
+        won = node is not None and quorum is not None and await quorum.ask(Question.PRIMARY_GONE, node)
+        self._vote = None
+        self._pending += self._step(FollowEvent.VOTE_WON if won else FollowEvent.VOTE_LOST)
 
     def _probe_over(self) -> None:
         self._probe = None
@@ -297,6 +348,21 @@ class ReplicationCoordinator:
             ),
         )
         broker.services.register_sender(REPLICATION_ADDRESS, self.service)
+        membership, node = self.membership, self._node_id()
+        if membership is not None and node is not None:
+            counts = membership.counts
+            broker.services.register_sender(
+                CLUSTER_ADDRESS,
+                ClusterService(
+                    config.name,
+                    node,
+                    membership.connector,
+                    self.policy.group_name,
+                    membership.topology,
+                    lambda _, yes: counts.update(["cast yes" if yes else "cast no"]),
+                ),
+            )
+            self._cluster_changed()
 
     def _fence(self, done: Callable[[bool], None]) -> None:
         """A synchronized replica is gone: move the activation sequence on while we still hold the lock
@@ -382,13 +448,22 @@ class ReplicationCoordinator:
     def stop_paused(self) -> None:
         self._unlock()
 
+    def _stop_cluster(self) -> None:
+        if self._vote is not None:
+            self._vote.cancel()
+            self._vote = None
+        if self.membership is not None:
+            self.membership.stop()
+
     def release(self) -> None:
+        self._stop_cluster()
         self._stop_replicating()
         self.replica.close()
         self._unlock()
         self.manager.stop()
 
     def halt(self) -> None:
+        self._stop_cluster()
         self._stop_replicating()
         self.replica.close()
         manager = self.manager
@@ -400,13 +475,30 @@ class ReplicationCoordinator:
         if node is not None and self._started:
             self.manager.unlock(node)
 
+    async def may_serve_again(self) -> bool:
+        """After an isolation: under quorum voting, not if a member is active with our node id elsewhere
+        (our backup won its vote meanwhile); the members are given time to be reached again first. A lock
+        manager's lock held all along says nobody else took over (a lost lock halts)."""
+        membership, node = self.membership, self._node_id()
+        if membership is None or node is None:
+            return True
+        cluster = self.controller.config.cluster_connection()
+        settle = (cluster.retry_interval if cluster is not None else 500) * 2 / 1000 + 1.0
+        await asyncio.sleep(settle)
+        elsewhere = membership.topology().get(node)
+        return elsewhere is None or elsewhere == membership.connector
+
     def backup_present(self) -> bool:
         service = self.service
         return service is not None and service.feed is not None
 
     def counters(self) -> dict[str, int]:
         service = self.service
-        return {"replicas_dropped_lagging": service.dropped_lagging if service is not None else 0}
+        votes = dict(self.membership.counts) if self.membership is not None else {}
+        return {
+            "replicas_dropped_lagging": service.dropped_lagging if service is not None else 0,
+            **{f"votes {outcome}": n for outcome, n in votes.items()},
+        }
 
     def status(self) -> dict[str, object]:
         service = self.service
@@ -416,6 +508,7 @@ class ReplicationCoordinator:
             "activationSequence": read_activation_sequence(self.lock_dir),
             "coordinatedSequence": self.coordinated,
             "lockManager": type(self.manager).__name__,
+            **({"cluster": self.membership.describe()} if self.membership is not None else {}),
             **({"following": str(self.follow)} if service is None else {}),
         }
 

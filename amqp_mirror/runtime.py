@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+from collections.abc import Callable
 
 from broker_core import compiled
 from broker_core.config.model import BrokerConfig
@@ -17,6 +18,7 @@ from broker_core.journal.errors import JournalError
 
 from .broker import Broker
 from .ha import EXIT_REJOIN, HaController, uses_ha
+from .network_check import NetworkCheck, NetworkGuard, targets_of
 from .ops import status, users
 from .ops.node import Node
 from .ops.service import Operations
@@ -59,6 +61,10 @@ def run(configs: list[BrokerConfig]) -> int:
 
     controllers = [HaController(c, loop, on_exit, prepare) for c in configs if uses_ha(c)]
     brokers = [Broker(c, loop) for c in configs if not uses_ha(c)]
+    # a broker outside a pair checks the network too: isolated, it stops serving until it is back
+    checks = [NetworkCheck(b.config.name, targets_of(b.config), loop) for b in brokers]
+    for broker, check in zip(brokers, checks, strict=True):
+        NetworkGuard(check, _always(broker))
     nodes = [Node(c.config, ha=c) for c in controllers] + [Node(b.config, broker=b) for b in brokers]
     ops = Operations(loop, nodes)
 
@@ -83,6 +89,8 @@ def run(configs: list[BrokerConfig]) -> int:
                     await started.stop()
                 await ops.stop()
                 return
+        for check in checks:
+            check.start()
         for controller in controllers:
             try:
                 await controller.start()
@@ -96,6 +104,8 @@ def run(configs: list[BrokerConfig]) -> int:
         ops.started()
         await stop.wait()
         ops.stopping()
+        for check in checks:
+            check.stop()
         for controller in controllers:
             try:
                 await controller.stop()
@@ -119,6 +129,10 @@ def run(configs: list[BrokerConfig]) -> int:
         return 1
     log.info("shutdown complete")
     return EXIT_REJOIN if EXIT_REJOIN in exit_codes else 0
+
+
+def _always(broker: Broker) -> Callable[[], Broker | None]:
+    return lambda: broker
 
 
 def tune_gc() -> None:

@@ -63,13 +63,15 @@ class Socket(Protocol):
 
 def open_properties(server: Server) -> dict[Any, Any]:
     """What our open frame says of us: the product, and under an HA policy where else to connect
-    (`failover-server-list`, as Qpid JMS and our failover client read it)."""
+    (`failover-server-list`, as Qpid JMS and our failover client read it): the active members of its
+    cluster once it knows them (quorum voting), else its static partners."""
     properties: dict[Any, Any] = {Symbol("product"): "amqp-mirror"}
-    partners = server.config.ha_partners()
+    members = server.failover_servers  # a cluster's live members, when it knows them
+    partners = [(c.host, c.port) for c in server.config.ha_partners()] if members is None else members
     if partners:
         properties[Symbol("failover-server-list")] = [
-            {Symbol("network-host"): c.host, Symbol("port"): c.port, Symbol("scheme"): "amqp"}
-            for c in partners
+            {Symbol("network-host"): host, Symbol("port"): port, Symbol("scheme"): "amqp"}
+            for host, port in partners
         ]
     return properties
 

@@ -85,6 +85,8 @@ class Server:
         self.log = log or logging.getLogger(f"broker.{config.name}")
         self.clock = clock
         self.node_id = ""
+        # the active members of its cluster (quorum voting), told to clients instead of the static partners
+        self.failover_servers: list[tuple[str, int]] | None = None
         self.started = False
         self.data_lock = DataLock(Path(config.node_manager_lock_directory or config.journal_directory))
 

@@ -135,6 +135,8 @@ TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest
     "ha/test_replication_confirmations.py": "adapter",
     "ha/test_replication_barrier.py": "pure",
     "ha/test_ha_tables.py": "pure",
+    "ha/test_quorum_rules.py": "pure",
+    "ha/test_isolation_rules.py": "pure",
     "ha/test_storage_safety.py": "pure",
     "paging/test_paging_rules.py": "pure",
     "paging/test_page_replay.py": "pure",

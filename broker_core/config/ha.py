@@ -4,8 +4,9 @@
 `<primary>` or `<backup>`. Each parameter is allowed only where the seed allows it (a `coordination-id`
 in a shared-store backup is an error naming where it belongs). The older names (`<live-only>`,
 `<master>`, `<slave>`, `check-for-live-server`) are read with a deprecation warning. What each parameter
-does here (implemented, no effect, not implemented yet: `<colocated>`, `<scale-down>`, quorum voting,
-which is what `<replication>` without a `<manager>` would do) is the support table's (support.py). A
+does here (implemented, no effect, not implemented yet: `<colocated>`, `<scale-down>`) is the support
+table's (support.py); `<replication>` without a `<manager>` decides by quorum voting, and the voting
+parameters with a `<manager>` have no effect (noted, as Artemis ignores them there). A
 `<cluster-connection>` is read for what a pair needs of it (its static connectors: where the partner is;
 connection-ttl: how soon a silent partner counts as gone); its other elements are judged by the table.
 A `<manager>` must name a lock manager this broker has, with the properties it reads.
@@ -27,7 +28,14 @@ from broker_core.config.model import (
 )
 from broker_core.config.parameters import check_client_tls, judge_parameters
 from broker_core.config.schema import did_you_mean
-from broker_core.config.support import CLUSTER_CONNECTION, HA_PARAMETERS, QUORUM_VOTING, UriKind
+from broker_core.config.support import (
+    CLUSTER_CONNECTION,
+    HA_PARAMETERS,
+    QUORUM_PARAMETERS,
+    QUORUM_VOTING,
+    QUORUM_WITH_A_MANAGER,
+    UriKind,
+)
 from broker_core.config.uri import parse_acceptor_uri
 from broker_core.config.values import parse_bool, parse_int
 from broker_core.config.xmlread import Element, Reader, local_name
@@ -119,9 +127,13 @@ def parse_ha_policy(reader: Reader, section: Element) -> HaPolicy:
         reader.ignore(role_element)  # <colocated>: not implemented yet; or a name Artemis does not have
         return HaPolicy(kind=kind)
     role = HaRole(role_name)
-    policy = HaPolicy(kind=kind, role=role, **_parameters(reader, role_element, kind, role))
-    if kind == HaKind.REPLICATION and policy.manager is None:  # no unilateral activation without one
+    voting: list[tuple[Element, str]] = []
+    policy = HaPolicy(kind=kind, role=role, **_parameters(reader, role_element, kind, role, voting))
+    if kind == HaKind.REPLICATION and policy.manager is None:
         reader.judge(role_element, QUORUM_VOTING)
+    for child, text in voting:  # quorum voting's parameters act only where it decides
+        rule = HA_PARAMETERS[local_name(child)] if policy.manager is None else QUORUM_WITH_A_MANAGER
+        reader.judge(child, rule, text)
     return policy
 
 
@@ -134,7 +146,15 @@ def _current_name(reader: Reader, element: Element) -> str:
     return newer
 
 
-def _parameters(reader: Reader, element: Element, kind: HaKind, role: HaRole | None) -> dict[str, Any]:
+def _parameters(
+    reader: Reader,
+    element: Element,
+    kind: HaKind,
+    role: HaRole | None,
+    voting: list[tuple[Element, str]] | None = None,
+) -> dict[str, Any]:
+    """The parameters of one policy element; quorum voting's are judged by the caller (into `voting`),
+    once it knows whether a `<manager>` decides instead."""
     reader.check_attributes(element, set())
     allowed = _ALLOWED[(kind, role)]
     where = f"<{kind.value}>" + (f"<{role.value}>" if role else "")
@@ -161,7 +181,10 @@ def _parameters(reader: Reader, element: Element, kind: HaKind, role: HaRole | N
             text = reader.text(child)
             value = reader.convert(child, text, _CONVERTERS[name])
             if value is not None:
-                reader.judge(child, HA_PARAMETERS[name], text)
+                if name in QUORUM_PARAMETERS and voting is not None:
+                    voting.append((child, text or ""))
+                else:
+                    reader.judge(child, HA_PARAMETERS[name], text)
                 if name in _FIELDS:
                     values[name.replace("-", "_")] = value
         else:

@@ -337,9 +337,14 @@ ZOOKEEPER_PROPERTIES = (
     "namespace",
 )
 FILE_PROPERTIES = ("locks-folder",)
+# ours, for sites that run PostgreSQL and no ZooKeeper: a lease row per node id (lock_managers.py)
+POSTGRESQL_LOCK_MANAGER = "org.amqp_mirror.lockmanager.postgresql.PostgreSQLLockManager"
+POSTGRESQL_LOCK_MANAGERS = frozenset({POSTGRESQL_LOCK_MANAGER})
+POSTGRESQL_PROPERTIES = ("connect-string", "session-ms", "session-percent", "connection-ms", "namespace")
 LOCK_MANAGERS: dict[str, tuple[str, ...]] = {
     **{name: ZOOKEEPER_PROPERTIES for name in ZOOKEEPER_LOCK_MANAGERS},
     **{name: FILE_PROPERTIES for name in FILE_LOCK_MANAGERS},
+    **{name: POSTGRESQL_PROPERTIES for name in POSTGRESQL_LOCK_MANAGERS},
 }
 
 
@@ -501,6 +506,14 @@ class BrokerConfig(Frozen):
     node_manager_lock_directory: Path | None = None  # None: the journal directory
     cluster_user: str | None = None
     cluster_password: str | None = None
+    # the network isolation check (broker_core/ha/isolation.py): lists are comma-separated, as written
+    network_check_list: str | None = None
+    network_check_URL_list: str | None = None  # Artemis spells these two with capitals
+    network_check_NIC: str | None = None
+    network_check_period: int = 5000
+    network_check_timeout: int = 1000
+    network_check_ping_command: str | None = None
+    network_check_ping6_command: str | None = None
     ha_policy: HaPolicy = HaPolicy()
     connectors: tuple[Connector, ...] = ()
     cluster_connections: tuple[ClusterConnection, ...] = ()

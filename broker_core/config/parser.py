@@ -69,6 +69,8 @@ _MINIMUMS = {
     "max_disk_usage": -1,
     "disk_scan_period": 1,
     "connection_ttl_override": -1,
+    "network_check_period": 1,
+    "network_check_timeout": 1,
 }
 _DIRECTORIES = {
     "journal_directory": "data/journal",

@@ -66,7 +66,6 @@ _NO_JVM = "no JVM runs this broker"
 _NO_JMX = "there is no JMX: management is AMQP requests to the management address"
 _NO_NOTIFICATIONS = "this broker sends no management notifications"
 _NO_CLUSTER = "queues are not clustered across brokers"
-_QUORUM = "quorum voting only (a replicated pair decides with its <manager>, a lock manager)"
 _NO_TRANSACTIONS = "transactions are not supported (a transaction coordinator link is refused)"
 _NO_SECURITY_CACHE = "no security cache: every check reads the loaded users, roles and settings"
 _THREADS = "one event loop, no thread pools"
@@ -238,7 +237,7 @@ CORE: dict[str, Rule] = {
     "resource-limit-settings": refused("per-user limits on connections and queues are not enforced"),
     "queues": refused("the older form of queues: write them inside <addresses>"),
     **{
-        name: refused("the network isolation check (an isolated broker would keep serving)")
+        name: IMPLEMENTED  # the network isolation check (broker_core/ha/isolation.py)
         for name in (
             "network-check-NIC",
             "network-check-period",
@@ -375,6 +374,14 @@ QUEUE: dict[str, Rule] = {
 
 # ------------------------------------------------------------------------------- <ha-policy>
 
+QUORUM_PARAMETERS = (
+    "vote-on-replication-failure",
+    "quorum-size",
+    "vote-retries",
+    "vote-retry-wait",
+    "quorum-vote-wait",
+)
+QUORUM_WITH_A_MANAGER = inert("quorum voting's: with a <manager>, the lock manager decides (as in Artemis)")
 HA_PARAMETERS: dict[str, Rule] = {
     **{
         name: IMPLEMENTED
@@ -393,16 +400,8 @@ HA_PARAMETERS: dict[str, Rule] = {
             "check-for-active-server",
         )
     },
-    **{
-        name: inert(_QUORUM)
-        for name in (
-            "vote-on-replication-failure",
-            "quorum-size",
-            "vote-retries",
-            "vote-retry-wait",
-            "quorum-vote-wait",
-        )
-    },
+    # quorum voting (replication without a <manager>); with a <manager>: QUORUM_WITH_A_MANAGER
+    **{name: IMPLEMENTED for name in QUORUM_PARAMETERS},
     "failback-delay": inert("deprecated: Artemis ignores it too"),
     "scale-down": refused("on a stop, the messages stay in this broker's journal"),
 }
@@ -419,11 +418,8 @@ HA_ROLE: dict[str, Rule] = {
     "slave": IMPLEMENTED,
     "colocated": refused("colocated backups (one process hosting another server's backup)"),
 }
-# replication without a <manager> decides by quorum voting
-QUORUM_VOTING = refused(
-    "replication without a <manager> decides by quorum voting",
-    instead="a <manager> (ZooKeeper, or the file lock manager on one host)",
-)
+# replication without a <manager> decides by quorum voting (amqp_mirror/ha_quorum.py)
+QUORUM_VOTING = IMPLEMENTED
 
 
 # ------------------------------------------------------------------------------- <cluster-connection>

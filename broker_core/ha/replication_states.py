@@ -68,6 +68,8 @@ class FollowEvent(StrEnum):
     SELF_REPAIR = "lock taken, self repair"
     MAYBE_IN_SYNC = "lock taken, maybe in sync"
     STALE = "lock taken, stale"
+    VOTE_WON = "vote won"  # quorum voting: the majority says the primary is gone
+    VOTE_LOST = "vote lost"  # ... it does not (every retry), or this server is isolated
 
 
 class FollowAction(StrEnum):
@@ -81,6 +83,8 @@ class FollowAction(StrEnum):
     RELEASE_STALE = "let the lock go: the journal is stale (AMQ222327)"
     RELEASE_MAYBE = "let the lock go: the sequence awaits its claimer (AMQ951074)"
     ACTIVATE = "activate"
+    VOTE = "ask the quorum whether the primary is gone (AMQ951100)"
+    SAY_VOTE_LOST = "say the vote is lost: it replicates again (AMQ951103)"
 
 
 class FollowStep(NamedTuple):
@@ -129,8 +133,22 @@ _BY_CANDIDATE: dict[Candidate, dict[tuple[Follow, FollowEvent], FollowStep]] = {
 }
 
 
-def follow_step(candidate: Candidate, state: Follow, event: FollowEvent) -> FollowStep:
-    step = _BY_CANDIDATE[candidate].get((state, event)) or _FOLLOW.get((state, event))
+# quorum voting: an orphaned backup votes instead of trying a lock; won, it takes the quorum's lock (always
+# granted) and activates as any server holding its lock does; lost, it follows again (Artemis's "restart
+# as backup"). A vote's result that comes once the backup is not orphaned any more changes nothing.
+_VOTING: dict[tuple[Follow, FollowEvent], FollowStep] = {
+    (S.SYNCHRONIZED, E.STREAM_LOST): FollowStep(S.ORPHANED, (A.SAY_ORPHANED, A.VOTE)),
+    (S.ORPHANED, E.TICK): FollowStep(S.ORPHANED, ()),
+    (S.ORPHANED, E.VOTE_WON): FollowStep(S.ORPHANED, (A.TRY_LOCK,)),
+    (S.ORPHANED, E.VOTE_LOST): FollowStep(S.FOLLOWING, (A.SAY_VOTE_LOST, A.FOLLOW)),
+}
+
+
+def follow_step(
+    candidate: Candidate, state: Follow, event: FollowEvent, *, voting: bool = False
+) -> FollowStep:
+    step = (_VOTING.get((state, event)) if voting else None) or _BY_CANDIDATE[candidate].get((state, event))
+    step = step or _FOLLOW.get((state, event))
     return step if step is not None else FollowStep(state, ())
 
 

@@ -60,18 +60,28 @@ def test_a_parameter_where_it_does_not_apply_is_an_error_naming_the_place(write_
     assert any("failover-on-shutdown, wait-for-activation" in e for e in found)
 
 
-def test_colocated_is_refused_and_replication_needs_a_lock_manager(write_config: WriteConfig) -> None:
+def test_colocated_is_refused_and_replication_without_a_lock_manager_votes(write_config: WriteConfig) -> None:
     found = errors(write_config, "<ha-policy><shared-store><colocated/></shared-store></ha-policy>")
     assert found == [
         "broker.xml:4: core/ha-policy/shared-store/colocated: not implemented yet: colocated backups (one "
         "process hosting another server's backup); refused; expected it left out, until it is implemented"
     ]
-    found = errors(write_config, "<ha-policy><replication><primary/></replication></ha-policy>")
-    assert found == [
-        "broker.xml:4: core/ha-policy/replication/primary: not implemented yet: replication without a "
-        "<manager> decides by quorum voting; refused; expected a <manager> (ZooKeeper, or the file lock "
-        "manager on one host)"
-    ]
+    body = (
+        "<ha-policy><replication><backup><quorum-size>3</quorum-size><vote-retries>2</vote-retries>"
+        "<vote-retry-wait>500</vote-retry-wait><quorum-vote-wait>4</quorum-vote-wait>"
+        "</backup></replication></ha-policy>"
+    )
+    config, problems = load(write_config, body)
+    policy = config.ha_policy
+    assert problems == [] and policy.manager is None  # quorum voting: every parameter acted on, silently
+    assert (policy.quorum_size, policy.vote_retries, policy.vote_retry_wait, policy.quorum_vote_wait) == (
+        3,
+        2,
+        500,
+        4,
+    )
+    config, problems = load(write_config, "<ha-policy><replication><primary/></replication></ha-policy>")
+    assert problems == [] and config.ha_policy.vote_retries == 12 and config.ha_policy.quorum_vote_wait == 30
     body = (
         "<ha-policy><replication><primary><manager><properties>"
         '<property key="connect-string" value="127.0.0.1:2181"/></properties></manager>'
@@ -262,7 +272,7 @@ def test_parameters_read_with_no_effect_here_are_noted_once_each(write_config: W
         ("note", "quorum-size"),
         ("note", "vote-on-replication-failure"),
     ]
-    assert "quorum voting only" in notes[0].message
+    assert "with a <manager>, the lock manager decides" in notes[0].message
     config, notes = load(write_config, "<ha-policy><shared-store><primary><wait-for-activation>false"
                          "</wait-for-activation></primary></shared-store></ha-policy>")  # fmt: skip
     assert notes == [] and config.ha_policy.wait_for_activation is False

@@ -33,6 +33,7 @@ from broker_core.config.support import (
     ELEMENTS,
     METRICS,
     QUEUE,
+    QUORUM_PARAMETERS,
     URI_PARAMETERS,
     Rule,
     Support,
@@ -277,7 +278,8 @@ def test_a_queue_attribute_or_element(
 def _ha_body(name: str, value: str) -> str:
     kind, role = next((k, r) for (k, r), allowed in _ALLOWED.items() if name in allowed)
     inner = f"<{name}>{value}</{name}>"
-    if kind.value == "replication" and name != "manager":
+    # quorum voting's parameters are judged where it decides (no <manager>); the others with a manager
+    if kind.value == "replication" and name != "manager" and name not in QUORUM_PARAMETERS:
         inner += (
             '<manager><properties><property key="connect-string" value="zk:2181"/></properties></manager>'
         )

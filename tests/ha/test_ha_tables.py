@@ -138,6 +138,46 @@ def test_every_follow_step(candidate: Candidate, state: Follow, event: FollowEve
     assert follow_step(candidate, state, event) == expected
 
 
+# quorum voting: the lock table but for an orphaned backup, which votes instead of trying the lock
+VOTING = dict(FOLLOW)
+for c in Candidate:
+    VOTING |= {
+        (c, S.SYNCHRONIZED, E.STREAM_LOST): FollowStep(S.ORPHANED, (A.SAY_ORPHANED, A.VOTE)),
+        (c, S.ORPHANED, E.TICK): FollowStep(S.ORPHANED, ()),
+        (c, S.ORPHANED, E.VOTE_WON): FollowStep(S.ORPHANED, (A.TRY_LOCK,)),
+        (c, S.ORPHANED, E.VOTE_LOST): FollowStep(S.FOLLOWING, (A.SAY_VOTE_LOST, A.FOLLOW)),
+    }
+
+
+@pytest.mark.parametrize(
+    ("candidate", "state", "event"), list(itertools.product(Candidate, Follow, FollowEvent))
+)
+def test_every_voting_follow_step(candidate: Candidate, state: Follow, event: FollowEvent) -> None:
+    expected = VOTING.get((candidate, state, event), FollowStep(state, ()))
+    assert follow_step(candidate, state, event, voting=True) == expected
+
+
+def test_a_voting_backup_activates_only_on_a_vote_won_and_replicates_again_on_one_lost() -> None:
+    def voting_walk(*events: FollowEvent) -> list[FollowStep]:
+        state, steps = S.STARTING, []
+        for event in events:
+            steps.append(follow_step(B, state, event, voting=True))
+            state = steps[-1].state
+        return steps
+
+    *_, orphaned, tick, won, taken = voting_walk(
+        E.TICK, E.STREAM_UP, E.SYNCHRONIZED, E.STREAM_LOST, E.TICK, E.VOTE_WON, E.IN_SYNC
+    )
+    assert orphaned.actions == (A.SAY_ORPHANED, A.VOTE) and not tick.actions  # no lock tried meanwhile
+    assert won.actions == (A.TRY_LOCK,) and taken.state == S.ACTIVATING
+    *_, lost, late = voting_walk(E.TICK, E.STREAM_UP, E.SYNCHRONIZED, E.STREAM_LOST, E.VOTE_LOST, E.VOTE_WON)
+    assert lost == FollowStep(S.FOLLOWING, (A.SAY_VOTE_LOST, A.FOLLOW)) and late == FollowStep(
+        S.FOLLOWING, ()
+    )
+    # a vote is asked only by a synchronized backup: an unfinished copy's loss votes for nothing
+    assert voting_walk(E.TICK, E.STREAM_UP, E.STREAM_LOST, E.VOTE_WON)[-1] == FollowStep(S.FOLLOWING, ())
+
+
 def walk(candidate: Candidate, *events: FollowEvent) -> list[FollowStep]:
     state, steps = S.STARTING, []
     for event in events:

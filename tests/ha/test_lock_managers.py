@@ -87,9 +87,11 @@ def test_a_lock_only_tried_is_never_lost_and_one_taken_later_is_held(zookeeper: 
             for zk_node in zookeeper.nodes:
                 zk_node.resume()
         zookeeper.wait_serving()
-        wait_until(lambda: waiter._client.connected, 10, "the waiter to reconnect")
+        # both sessions back (on a loaded machine the holder's can take longer than the waiter's; an
+        # unlock sent while it reconnects would leave the lock to its session's expiry)
+        wait_until(lambda: waiter._client.connected and holder._client.connected, 20, "both to reconnect")
         holder.unlock(node)
-        wait_until(lambda: waiter.try_lock(node), 10, "the waiter to take the freed lock")
+        wait_until(lambda: waiter.try_lock(node), 20, "the waiter to take the freed lock")
         stays(lambda: not waiter.holds(node), 2, "the new holder losing its lock")  # past its grace
         assert lost == []
     finally:

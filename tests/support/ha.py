@@ -145,11 +145,15 @@ def replicated_servers(
     hosts: dict[str, str] | None = None,
     prefixes: dict[str, tuple[str, ...]] | None = None,
     port: int | None = None,
+    manager: str | None = None,
 ) -> list[BrokerProcess]:
     """Replicated servers of one lock manager, each (name, role, options): each one's static connectors
     are the others', in order (or `partners[name]`: ports of relays, say). `hosts`, `prefixes`: where each
-    listens and what it runs under (a network namespace of its own: then `port` is everyone's)."""
-    manager = lock_manager(ZOOKEEPER, connect_string=connect_string, namespace=namespace, session_ms="2000")
+    listens and what it runs under (a network namespace of its own: then `port` is everyone's).
+    `manager`: the `<manager>` element (ZooKeeper's at `connect_string` by default; "" for quorum voting)."""
+    if manager is None:
+        zookeeper = {"connect_string": connect_string, "namespace": namespace, "session_ms": "2000"}
+        manager = lock_manager(ZOOKEEPER, **zookeeper)
     acceptor = f"sslEnabled=true;sslCertPath={tls.cert};sslKeyPath={tls.key}" if tls else ""
     trust = f"?sslEnabled=true;trustStorePath={tls.cert}" if tls else ""
     ports = {name: port or free_port() for name, _, _ in members}

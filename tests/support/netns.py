@@ -111,6 +111,10 @@ class Topology:
         for here, there, _ in list(self._cuts):
             self.heal(here, there)
 
+    def link(self, host: str, up: bool) -> None:
+        """`host`'s interface up or down (down: nothing reaches its addresses, as with its cable pulled)."""
+        _ip("-n", self.namespace(host), "link", "set", "eth0", "up" if up else "down")
+
     def close(self) -> None:
         for ns in reversed(self._made):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
