@@ -275,7 +275,9 @@ class BrokerEndpoint:
             self.conn.attach(link.session, service.attach_sender(self, link, attach, source_address), link)
             self.mark_dirty()
             return
-        chosen = self.termini.consumer(self.user, link.name, self.conn.container_id_remote(), attach.source)
+        chosen = self.termini.consumer(
+            self.user, link.name, self.conn.container_id_remote(), attach.source, attach.desired_capabilities
+        )
         queue, source = chosen.queue, chosen.source
         presettled = attach.snd_settle_mode == 1
         consumer = LinkConsumer(

@@ -19,6 +19,8 @@
   `__AMQ_CID<>'<container id>'` added. A durable subscription attached with another filter is made
   anew when it has no consumer (JMS: its messages are dropped), refused while it has one. An invalid
   selector is amqp:invalid-field. The reply's source names the filters honoured.
+- A consumer attach without a source names a durable subscription by its link name (Qpid JMS's
+  unsubscribe; closing the link deletes it), answered with the subscription's source and filters.
 - `distribution-mode` copy on a queue browses it: copies of what waits, nothing acquired (on a
   subscription it means nothing, as in Artemis).
 
@@ -34,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Final
 from filters.selector import Selector
 
 from .amqp.performatives import Coordinator, Source, Target, symbols
+from .amqp.types import Described, Symbol, ULong
 from .errors import (
     IllegalState,
     InvalidField,
@@ -191,9 +194,13 @@ class Termini:
 
     # --------------------------------------------------------------------------------- consumers
 
-    def consumer(self, user: str | None, link_name: str, container: str, source: object) -> ConsumerChoice:
+    def consumer(
+        self, user: str | None, link_name: str, container: str, source: object, desired: object = None
+    ) -> ConsumerChoice:
         """The queue a consumer's source means, what it is to the consumer, the source to answer with, the
-        consumer's selector and whether it browses."""
+        consumer's selector and whether it browses. `desired`: the attach's desired capabilities."""
+        if source is None:
+            return self._recovered_subscription(user, link_name, container, symbols(desired))
         if not isinstance(source, Source):
             raise InvalidField("consumer attach without a source")
         found = _find_filter(source.filter, SELECTOR_FILTER, SELECTOR_FILTER_CODE)
@@ -294,6 +301,39 @@ class Termini:
             filter_string=queue_filter,
         )
         return queue, Subscription.VOLATILE
+
+    def _recovered_subscription(
+        self, user: str | None, link_name: str, container: str, desired: tuple[str, ...]
+    ) -> ConsumerChoice:
+        """A consumer attach without a source names a durable subscription by its link name (how Qpid JMS
+        unsubscribes: it attaches so, then closes the link, which deletes the subscription). Answered, as
+        Artemis does, with a source naming the subscription queue and the filters it was made with."""
+        base = link_name.split("|", 1)[0]
+        name = base if "global" in desired else f"{container}.{base}"
+        q = self.server.queues.get(name)
+        if q is None or q.routing_type != MULTICAST or not q.durable or q.internal:
+            raise NotFound(f"Unknown subscription link: {link_name}")
+        self.server.check(user, q.address, "consume")
+        if 0 <= q.max_consumers <= len(q.consumers):
+            raise ResourceLimitExceeded(f"queue {q.name} has its maximum of consumers")
+        filters: dict[Any, Any] = {}
+        text = q.filter_string
+        if text is not None:
+            local = f"{CONNECTION_ID}<>'{container}'"
+            if text.endswith(local):
+                text = text[: -len(local)].removesuffix(" AND ")
+                filters[Symbol(NO_LOCAL_FILTER)] = Described(ULong(NO_LOCAL_FILTER_CODE), "NoLocalFilter{}")
+            if text.strip():
+                filters[Symbol(SELECTOR_FILTER)] = Described(ULong(SELECTOR_FILTER_CODE), text)
+        source = Source(
+            address=name,
+            durable=2,  # unsettled-state
+            expiry_policy="never",
+            distribution_mode="copy",
+            filter=filters or None,
+            capabilities=[Symbol("topic")],
+        )
+        return ConsumerChoice(q, Subscription.DURABLE, source)
 
     def _existing_subscription(self, name: str, address: str, queue_filter: str | None) -> Queue | None:
         """The subscription queue `name` if it exists as asked; one on another address or with another

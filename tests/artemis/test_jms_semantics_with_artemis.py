@@ -1,5 +1,6 @@
-"""Priority, selectors, browsers, durable subscriptions with selectors, no-local, queue filters and
-management's filters: the same program against our broker and a real Artemis 2.40, the same answers.
+"""Priority, selectors, browsers, durable subscriptions with selectors (and unsubscribing), no-local, queue
+filters and management's filters: the same program against our broker and a real Artemis 2.40, the same
+answers.
 
 Each broker runs alone from the same broker.xml (tests/artemis/support.py); every test runs one
 function against both and compares what it saw, then checks the answer on its own terms too (so that
@@ -16,8 +17,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from proton import Described, Message, Timeout, symbol
-from proton.reactor import Container, Copy, DurableSubscription, Filter, Selector
+from proton import Array, Described, Message, Terminus, Timeout, symbol
+from proton.reactor import Container, Copy, DurableSubscription, Filter, LinkOption, Selector
 from proton.utils import BlockingConnection, LinkDetached
 
 from tests.artemis.support import artemis, call, config, depth, ours
@@ -342,14 +343,17 @@ def test_durable_subscriptions_with_selectors(brokers: list[Broker]) -> None:
     assert renewed == [] and busy == "amqp:illegal-state"
 
 
+NO_LOCAL = Filter(
+    {
+        symbol("apache.org:no-local-filter:list"): Described(
+            symbol("apache.org:no-local-filter:list"), ["NoLocalFilter{}"]
+        )
+    }
+)
+
+
 def test_no_local_subscribers_do_not_get_their_own_connections_messages(brokers: list[Broker]) -> None:
-    no_local = Filter(
-        {
-            symbol("apache.org:no-local-filter:list"): Described(
-                symbol("apache.org:no-local-filter:list"), ["NoLocalFilter{}"]
-            )
-        }
-    )
+    no_local = NO_LOCAL
 
     def program(broker: Broker) -> tuple[list[str], list[str]]:
         with connect(broker.url) as conn:
@@ -362,6 +366,85 @@ def test_no_local_subscribers_do_not_get_their_own_connections_messages(brokers:
 
     quiet, loud = both(brokers, program)
     assert quiet == ["theirs"] and loud == ["mine", "theirs"]
+
+
+def _symbols(data: Any) -> list[str]:
+    data.rewind()
+    found = data.next()
+    if found is None:
+        return []
+    value = data.get_object()  # one symbol, or an array of them (both are the same field)
+    return [str(v) for v in value.elements] if isinstance(value, Array) else [str(value)]
+
+
+class _NoSource(LinkOption):
+    """A consumer attach without a source: how Qpid JMS names a durable subscription to unsubscribe."""
+
+    def apply(self, link: Any) -> None:
+        link.source.type = Terminus.UNSPECIFIED
+
+
+def test_a_durable_subscription_found_by_its_link_name_is_unsubscribed_by_closing_it(
+    brokers: list[Broker],
+) -> None:
+    """Qpid JMS's unsubscribe: an attach without a source, by the subscription's name, answered with the
+    subscription queue and the filters it was made with; closing that link deletes the subscription."""
+
+    def program(broker: Broker) -> tuple[Any, list[str], str, str]:
+        client_id = "unsub-client"  # the same on both: the answers name it
+
+        def session() -> BlockingConnection:
+            return BlockingConnection(broker.url, container=_container(client_id), allowed_mechs="ANONYMOUS")
+
+        first = session()
+        selector = Described(symbol("apache.org:selector-filter:string"), "color = 'red'")
+        filters = Filter({symbol("selector"): selector, **NO_LOCAL.filter_set})  # one map: proton puts each
+        options = [DurableSubscription(), Capabilities("topic"), filters]
+        first.create_receiver("news", name="gone", options=options)
+        first.close()
+        _send(
+            broker,
+            "news",
+            [Message(body=c, properties={"color": c[:-1]}) for c in ("red1", "blue1", "red2")],
+            caps="topic",
+        )
+        conn = session()
+        try:
+            found = conn.create_receiver(None, name="gone", credit=10, options=_NoSource())
+            remote = found.link.remote_source
+            remote.filter.rewind()
+            remote.filter.next()
+            answered = remote.filter.get_object() or {}
+            answer = (
+                remote.address,
+                remote.durability,
+                remote.expiry_policy,
+                remote.distribution_mode,
+                _symbols(remote.capabilities),
+                sorted((str(k), int(v.descriptor), v.value) for k, v in answered.items()),
+            )
+            got = _drain(found)
+            found.close()  # a detach with closed: the subscription goes
+            again = _refused(lambda: conn.create_receiver(None, name="gone", options=_NoSource()))
+            unknown = _refused(lambda: conn.create_receiver(None, name="never", options=_NoSource()))
+        finally:
+            conn.close()
+        return answer, got, again, unknown
+
+    answer, got, again, unknown = both(brokers, program)
+    assert answer[:5] == (
+        "unsub-client.gone",
+        Terminus.DELIVERIES,  # unsettled-state
+        Terminus.EXPIRE_NEVER,
+        Terminus.DIST_MODE_COPY,
+        ["topic"],
+    )
+    assert answer[5] == [
+        ("apache.org:no-local-filter:list", 0x0000468C00000003, "NoLocalFilter{}"),
+        ("apache.org:selector-filter:string", 0x0000468C00000004, "color = 'red'"),
+    ]
+    assert got == ["red1", "red2"]
+    assert again == unknown == "amqp:not-found"
 
 
 def test_configured_queue_filters(brokers: list[Broker]) -> None:
