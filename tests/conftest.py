@@ -97,6 +97,7 @@ TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest
     "test_priority.py": "pure",
     "test_selective_consumers.py": "pure",
     "test_queue_filters.py": "pure",
+    "jms/test_jms_semantics.py": "peers",
     "artemis/test_jms_semantics_with_artemis.py": "peers",
     "config/": "pure",
     "filters/": "pure",
