@@ -51,6 +51,7 @@ from .security.authorization import Authorizer, Permission, SecuritySettings
 from .spool import Spool
 from .stats import BrokerStats
 from .topology import Topology
+from .upgrade import Routes
 from .usage import Budget
 from .vocabulary import AckReason
 
@@ -127,6 +128,8 @@ class Server:
             self.log,
         )
         self.space_listeners: list[Callable[[bool], None]] = []  # the runtime retries writes meanwhile
+        # the servers its acceptors hand connections to by name: itself, and colocated backups (upgrade.py)
+        self.routes = Routes(config.name)
         self.disk = DiskMonitor(
             [
                 Path(config.journal_directory),

@@ -1,9 +1,11 @@
 """One broker connection: an outbound AMQP connection driven by the reconnect table.
 
-Opens the socket (TLS when the URI says `sslEnabled=true` or the scheme is `amqps`), runs our engine
-as a client, picks the SASL mechanism from what the remote offers (SCRAM, then PLAIN when a user and
-password are set, else ANONYMOUS), opens one session and lets the link policies attach. The connection
-counts as connected once every link the policies asked for has been answered and accepted.
+Opens the socket (TLS when the URI says `sslEnabled=true` or the scheme is `wss`), upgrades it when the
+URI asks (`ws://` and `wss://`: the AMQP WebSocket binding; `httpUpgradeEnabled=true`: Artemis's HTTP
+upgrade; either naming `activemqServerName` when set), runs our engine as a client, picks the SASL
+mechanism from what the remote offers (SCRAM, then PLAIN when a user and password are set, else
+ANONYMOUS), opens one session and lets the link policies attach. The connection counts as connected once
+every link the policies asked for has been answered and accepted.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from broker_core.amqp import errors
 from broker_core.amqp.codec import Symbol
 from broker_core.amqp.connection import Connection, Link, Session
 from broker_core.amqp.performatives import Attach, Begin, Close, Detach, End, Open
+from broker_core.http_upgrade import ClientUpgrade, Upgrade
 from broker_core.security.scram import ScramClient, ScramError
+from broker_core.upgrade import ClientUpgrading
 
 from .policies import ConnectError, LinkPolicy, LinkRole, LoginRefused
 from .reconnect import Action, Event, Reconnect, State
@@ -181,9 +185,17 @@ class OutboundConnection:
 
     async def _connect(self, endpoint: Endpoint) -> None:
         ctx = _ssl_context(endpoint)
+        upgrade = client_upgrade(endpoint)
+
+        def protocol() -> asyncio.Protocol:
+            socket = _Socket(self)
+            if upgrade is None:
+                return socket
+            return ClientUpgrading(socket, upgrade, lambda why: self._failed(why, logging.WARNING))
+
         try:
             await self.loop.create_connection(
-                lambda: _Socket(self),
+                protocol,
                 endpoint.host,
                 endpoint.port,
                 ssl=ctx,
@@ -504,9 +516,28 @@ def _as_list(v: Any) -> list[Any]:
     return list(v)
 
 
+def client_upgrade(endpoint: Endpoint) -> ClientUpgrade | None:
+    """The HTTP upgrade a connection to `endpoint` starts with, if its URI asks for one."""
+    p = endpoint.params
+    if endpoint.scheme in ("ws", "wss"):
+        kind = Upgrade.WEBSOCKET
+    elif p.get("httpUpgradeEnabled", "false").lower() == "true":
+        kind = Upgrade.REMOTING
+    else:
+        return None
+    return ClientUpgrade(
+        kind,
+        endpoint.host,
+        endpoint.port,
+        endpoint.path,
+        server_name=p.get("activemqServerName"),
+        endpoint=p.get("httpUpgradeEndpoint"),
+    )
+
+
 def _ssl_context(endpoint: Endpoint) -> ssl.SSLContext | None:
     p = endpoint.params
-    if p.get("sslEnabled", "false").lower() != "true":
+    if endpoint.scheme != "wss" and p.get("sslEnabled", "false").lower() != "true":
         return None
     ca = p.get("trustStorePath") or p.get("sslCaPath")
     ctx = ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()

@@ -105,7 +105,12 @@ def _endpoints(reader: Reader, element: Element, endpoints: list[ParsedUri]) -> 
             params = judge_parameters(reader, element, endpoint.params, UriKind.CONNECTION, "uri")
             check_client_tls(reader, element, params, "uri")
             acted[id(endpoint.params)] = params
-    return tuple(Endpoint(host=e.host, port=e.port, params=acted[id(e.params)]) for e in endpoints)
+        if endpoint.scheme == "wss" and endpoint.params.get("sslEnabled", "true").strip().lower() == "false":
+            reader.error(element, "wss:// with sslEnabled=false", "wss:// (TLS), or ws:// without TLS", "uri")
+    return tuple(
+        Endpoint(host=e.host, port=e.port, params=acted[id(e.params)], scheme=e.scheme, path=e.path)
+        for e in endpoints
+    )
 
 
 def _parse_children(reader: Reader, element: Element) -> tuple[list[MirrorSettings], list[LinkSettings]]:

@@ -104,6 +104,10 @@ class Acceptor(Frozen):
     anycast_prefix: str | None = None
     multicast_prefix: str | None = None
     connections_allowed: int = -1  # -1: unlimited
+    handshake_timeout: int = 10  # seconds a connection has to say what it speaks (Artemis's default; 0: none)
+    http_upgrade: bool = False  # httpUpgradeEnabled: connections come by HTTP upgrade only (websocket.md)
+    websocket_max_payload: int | None = None  # the largest WebSocket frame read (None: see websocket.md)
+    do_not_offset: bool = False  # a colocated backup's copy of this acceptor keeps its port
     # ours, beyond Artemis: the (remote, origin) broker ids a mirror link may forward ("*": any)
     mirror_trusted_origins: tuple[tuple[str, str], ...] = ()
     # ours: a mirror link's messages no queue here takes yet are held, up to so many (then its credit is
@@ -127,6 +131,8 @@ class Endpoint(Frozen):
     host: str
     port: int
     params: dict[str, str] = {}
+    scheme: str = "tcp"  # tcp, or ws / wss: AMQP over WebSocket (wss: over TLS)
+    path: str = "/"  # what a WebSocket upgrade asks for
 
 
 # ---------------------------------------------------------------- addresses and queues

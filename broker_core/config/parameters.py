@@ -10,7 +10,7 @@ from broker_core.config.support import URI_PARAMETERS, Support, UriKind, paramet
 from broker_core.config.values import BadValue, parse_bool
 from broker_core.config.xmlread import Element, Reader
 
-_BOOLEANS = frozenset({"sslEnabled", "verifyHost", "trustAll"})
+_BOOLEANS = frozenset({"sslEnabled", "verifyHost", "trustAll", "httpUpgradeEnabled", "doNotOffset"})
 
 
 def judge_parameters(

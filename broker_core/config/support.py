@@ -534,11 +534,9 @@ class UriKind(StrEnum):
 _PEM_ONLY = "Java key stores (JKS, PKCS12): this broker reads PEM files (sslCertPath, sslKeyPath, sslCaPath)"
 _TLS_DEFAULTS = "TLS versions and ciphers are the ssl module's secure defaults here"
 _CORE_ONLY = "a Core protocol setting (AMQP connections use amqpIdleTimeout)"
-_HTTP = "HTTP transport and upgrade (acceptors and connectors are plain TCP here)"
-_COLOCATED = "colocated backups"
+_HTTP = "AMQP in HTTP requests (httpEnabled): a connection is TCP here, upgraded from HTTP or not"
 _STOMP = "STOMP is not served"
 _OPENWIRE = "OpenWire is not served"
-_WEBSOCKET = "web sockets are not served"
 
 _TLS_CLIENT: dict[str, Rule] = {
     # what an outgoing TLS connection (a broker connection, the replication link to a connector) reads
@@ -580,25 +578,26 @@ _TRANSPORT_INERT: dict[str, Rule] = {
         "remotingThreads",
         "nioRemotingThreads",
         "batchDelay",
-        "handshake-timeout",
     )
 }
 _TRANSPORT_REFUSED: dict[str, Rule] = {
     "host": refused("the host is the URI's"),
     "port": refused("the port is the URI's"),
-    "httpUpgradeEnabled": refused(_HTTP, "false"),
-    # the colocated-backup design's
-    "activemqServerName": refused(_COLOCATED),
-    "doNotOffset": refused(_COLOCATED),
 }
 _CLIENT_TRANSPORT: dict[str, Rule] = {
     **_TRANSPORT_INERT,
     **_TRANSPORT_REFUSED,
     **_TLS_CLIENT,
+    "handshake-timeout": inert(_NETTY),
     "useGlobalWorkerPool": inert(_NETTY),
     "useNioGlobalWorkerPool": inert(_NETTY),
+    # the connection starts with Artemis's HTTP upgrade (activemq-remoting) to an acceptor that is an
+    # HTTP upgrade endpoint; ws:// and wss:// URIs upgrade to WebSocket instead (docs/websocket.md)
+    "httpUpgradeEnabled": IMPLEMENTED,
+    "activemqServerName": IMPLEMENTED,  # the upgrade request names the server that is to take it
+    "httpUpgradeEndpoint": IMPLEMENTED,  # the upgrade request names the acceptor that is to answer it
+    "doNotOffset": IMPLEMENTED,  # a colocated backup's copy keeps this port (config/colocated.py)
     "httpEnabled": refused(_HTTP, "false"),
-    "httpUpgradeEndpoint": refused(_HTTP),
     "httpRequiresSessionId": refused(_HTTP, "false"),
     "httpClientIdleTime": inert("only with httpEnabled"),
     "httpClientIdleScanPeriod": inert("only with httpEnabled"),
@@ -630,8 +629,14 @@ _ACCEPTOR: dict[str, Rule] = {
     **_TRANSPORT_INERT,
     **_TRANSPORT_REFUSED,
     "useInvm": refused("there is no in-VM transport", "false"),
-    "httpResponseTime": inert("only with HTTP upgrade"),
-    "httpServerScanPeriod": inert("only with HTTP upgrade"),
+    "httpResponseTime": inert(f"only with httpEnabled, {_HTTP}"),
+    "httpServerScanPeriod": inert(f"only with httpEnabled, {_HTTP}"),
+    "activemqServerName": inert(
+        "an upgrade request names the server to take it; an acceptor serves its "
+        "server and the colocated backups of the process that name themselves"
+    ),
+    "webSocketEncoderType": refused("text frames: the AMQP WebSocket binding's frames are binary", "binary"),
+    "webSocketCompressionSupported": refused("WebSocket compression (permessage-deflate)", "false"),
     **{
         name: IMPLEMENTED
         for name in (
@@ -645,6 +650,10 @@ _ACCEPTOR: dict[str, Rule] = {
             "anycastPrefix",
             "multicastPrefix",
             "connectionsAllowed",
+            "handshake-timeout",  # seconds a new connection has to say what it speaks (0: no limit)
+            "httpUpgradeEnabled",  # an HTTP upgrade endpoint: connections come by HTTP upgrade only
+            "webSocketMaxFramePayloadLength",  # the largest WebSocket frame read
+            "doNotOffset",  # a colocated backup's copy keeps this port (config/colocated.py)
             "mirrorTrustedOrigins",  # ours: docs/mirror.md
             "mirrorMaxHeldMessages",  # ours: docs/mirror.md, held messages
             "mirrorHoldTimeout",  # ours: docs/mirror.md, held messages
@@ -712,14 +721,6 @@ _ACCEPTOR: dict[str, Rule] = {
             "stompEnableMessageId",
             "stompMaxFramePayloadLength",
             "disableStompServerHeader",
-        )
-    },
-    **{
-        name: inert(_WEBSOCKET)
-        for name in (
-            "webSocketMaxFramePayloadLength",
-            "webSocketEncoderType",
-            "webSocketCompressionSupported",
         )
     },
     **{

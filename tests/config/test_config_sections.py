@@ -341,13 +341,11 @@ def test_connection_parameters_acted_on_and_noted(write_config: WriteConfig) -> 
 
 
 def test_connector_parameters_are_judged_like_a_connections(write_config: WriteConfig) -> None:
-    body = (
-        '<connectors><connector name="p">tcp://h:1?sslEnabeld=true;doNotOffset=true</connector></connectors>'
-    )
+    body = '<connectors><connector name="p">tcp://h:1?sslEnabeld=true;localPort=1</connector></connectors>'
     errors = _errors(write_config, body)
     assert [e.split(": ", 2)[2].split(";")[0] for e in errors] == [
         "unknown URI parameter 'sslEnabeld' (did you mean sslEnabled?)",
-        "URI parameter doNotOffset is not implemented yet: colocated backups",
+        "URI parameter localPort is not implemented yet: the outgoing port is the one the system picks",
     ]
 
 

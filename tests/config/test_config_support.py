@@ -162,10 +162,14 @@ def test_what_an_acceptor_acts_on_is_what_the_table_says_is_implemented() -> Non
 
 def test_what_an_outgoing_connection_reads_is_what_the_table_says_is_implemented() -> None:
     """connections/outbound.py reads a broker connection's (and the replication link's) parameters by
-    name: each it reads must be one the table implements, and each implemented one must be read."""
+    name, and config/colocated.py those a colocated backup's copy of a connector reads: each read must
+    be one the table implements, and each implemented one must be read."""
     source = (REPO / "connections" / "outbound.py").read_text()
     read = set(re.findall(r"\bp\.get\(\"(\w+)\"", source))
     assert read  # the pattern still finds them
+    colocated = (REPO / "broker_core" / "config" / "colocated.py").read_text()
+    read |= set(re.findall(r"_is_true\(params, \"(\w+)\"\)", colocated))
+    assert "doNotOffset" in read
     for kind in (UriKind.CONNECTION, UriKind.CONNECTOR):
         implemented = {k for k, r in URI_PARAMETERS[kind].items() if r.support == Support.IMPLEMENTED}
         assert read == implemented, kind
@@ -357,6 +361,8 @@ _PARAMETER_SAMPLES = {
     "anycastPrefix": "a://",
     "multicastPrefix": "m://",
     "connectionsAllowed": "5",
+    "httpUpgradeEnabled": "true",
+    "doNotOffset": "true",
     "mirrorTrustedOrigins": "dc2:dc1",
     "sslEnabled": "false",
     "needClientAuth": "false",

@@ -296,6 +296,10 @@ def test_a_client_that_knows_one_server_follows_the_pair(tmp_path: Path) -> None
     with FailoverConnection(f"failover:({backup.url})?{FAST}") as conn:
         conn.sender("orders").send(Message(body="via-redirect", durable=True))
         assert conn.connected_uri is not None and conn.connected_uri.port == primary.port
+    # told only of the primary and to keep to the URIs given: the backup named in its list is not learnt
+    with FailoverConnection(f"failover:({primary.url})?{FAST}&updateURIsSupported=false") as conn:
+        conn.sender("orders").send(Message(body="kept", durable=True))
+        assert [u.port for u in conn.uris] == [primary.port]
     # told only of the primary: learns the backup from its failover-server-list, and follows it there
     with FailoverConnection(f"failover:({primary.url})?{FAST}") as conn:
         sender = conn.sender("orders")
@@ -304,7 +308,7 @@ def test_a_client_that_knows_one_server_follows_the_pair(tmp_path: Path) -> None
         primary.kill()
         sender.send(Message(body="after", durable=True))  # the loss is noticed before: not in doubt
         assert conn.connected_uri is not None and conn.connected_uri.port == backup.port
-    assert [m.body for m in receive(backup.url, "orders", 3)] == ["via-redirect", "before", "after"]
+    assert [m.body for m in receive(backup.url, "orders", 4)] == ["via-redirect", "kept", "before", "after"]
     backup.stop()
 
 

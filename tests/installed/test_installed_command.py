@@ -146,7 +146,8 @@ def test_what_would_change_meaning_is_refused_one_error_each_on_its_line(
     changes = {
         "store": "<store><database-store><jdbc-user>u</jdbc-user></database-store></store>",
         "graceful-shutdown-enabled": "<graceful-shutdown-enabled>true</graceful-shutdown-enabled>",
-        "network-check-list": "<network-check-list>10.0.0.1</network-check-list>",
+        "diverts": '<diverts><divert name="copy"><address>a</address>'
+        "<forwarding-address>b</forwarding-address></divert></diverts>",
         "scale-down": "<ha-policy><primary-only><scale-down/></primary-only></ha-policy>",
         "redelivery-delay": '<address-settings><address-setting match="#">'
         "<redelivery-delay>5000</redelivery-delay></address-setting></address-settings>",

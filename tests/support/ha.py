@@ -317,6 +317,17 @@ class Relay:
             pipe.start()
 
 
+def _unit_size(buffer: bytes) -> int | None:
+    """The size of the unit `buffer` begins with, None until that can be told: an HTTP upgrade's answer
+    (a client with httpUpgradeEnabled), a protocol header, or an AMQP frame."""
+    if buffer.startswith(b"HTTP/"):
+        end = buffer.find(b"\r\n\r\n")
+        return None if end < 0 else end + 4
+    if len(buffer) < 8:
+        return None
+    return 8 if buffer.startswith(b"AMQP") else max(int.from_bytes(buffer[:4], "big"), 8)
+
+
 class _Pipe:
     """One relayed connection; the broker's bytes go to the client whole frames at a time, so that a
     hold falls between two frames and heartbeats can go in their place."""
@@ -378,8 +389,8 @@ class _Pipe:
             while data := self.upstream.recv(65536):
                 buffer += data
                 while True:
-                    size = 8 if buffer.startswith(b"AMQP") else max(int.from_bytes(buffer[:4], "big"), 8)
-                    if len(buffer) < 8 or len(buffer) < size:
+                    size = _unit_size(buffer)
+                    if size is None or len(buffer) < size:
                         break
                     unit, buffer = buffer[:size], buffer[size:]
                     if self._pausing(unit):
