@@ -156,7 +156,7 @@ class Termini:
         """(address, routing type, queue) a producer's target means: queue is None unless the target
         names one (``address::queue``); (None, None, None) for an anonymous relay."""
         if isinstance(target, Coordinator):
-            raise NotImplementedHere("transactions are not supported")
+            raise InvalidField("a transaction coordinator is not a producer's target")
         if target is not None and not isinstance(target, Target):
             raise InvalidField("unrecognised target")
         if target is None:

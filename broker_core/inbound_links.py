@@ -10,6 +10,7 @@ from .queues import MessageRef, Queue, delivery_payload
 if TYPE_CHECKING:
     from .amqp.connection import Connection, Link
     from .outcomes import Outcomes
+    from .transactions import Transaction
 
 
 class Producer:
@@ -26,6 +27,16 @@ class Producer:
         self.checked: set[str] = set()  # addresses this anonymous link may send to
 
 
+class Controller:
+    """A transaction controller's link to the coordinator (its declares and discharges)."""
+
+    __slots__ = ("credit_low", "credit_window")
+
+    def __init__(self, window: int, low: int) -> None:
+        self.credit_window = window
+        self.credit_low = low
+
+
 class ConsumerHost(Protocol):
     """What a consumer needs of its connection's endpoint."""
 
@@ -36,14 +47,26 @@ class ConsumerHost(Protocol):
         """False while the socket's write buffer is above its high-water mark."""
 
     def mark_dirty(self) -> None: ...
-    def consumer_gone(self, link: Link, closed: bool) -> None:
-        """The link stopped consuming: leave the queue, give back what it held."""
+    def consumer_gone(self, link: Link, closed: bool, failed: bool = False) -> None:
+        """The link stopped consuming: leave the queue, give back what it held (counted as a delivery
+        if the connection `failed`)."""
 
 
 class LinkConsumer:
     """A queue consumer backed by a sender link of ours."""
 
-    __slots__ = ("browse", "closed", "host", "link", "outcomes", "presettled", "queue", "subscription", "tag")
+    __slots__ = (
+        "browse",
+        "closed",
+        "host",
+        "link",
+        "outcomes",
+        "presettled",
+        "queue",
+        "subscription",
+        "tag",
+        "txn",
+    )
 
     def __init__(
         self,
@@ -64,6 +87,7 @@ class LinkConsumer:
         self.browse = browse  # sent copies: a browser acquires nothing, so its outcomes change nothing
         self.tag = 0
         self.closed = False
+        self.txn: Transaction | None = None  # the receiver acquires in this transaction (its flow said so)
 
     def can_take(self) -> bool:
         link = self.link
@@ -96,7 +120,18 @@ class LinkConsumer:
         conn = host.conn
         if self.browse:  # a copy: whatever the client says of it is ignored (no reference to settle)
             conn.send_delivery(self.link, tag, payload, self.presettled)
-        elif self.presettled:
+            host.mark_dirty()
+            return
+        txn = self.txn
+        if txn is not None:
+            if txn.ended:
+                self.txn = None
+            else:  # transactional acquisition: sent under the transaction, given back if it rolls back
+                did = conn.send_delivery(self.link, tag, payload, self.presettled, ref, 0, txn.enlisted)
+                txn.acquire(ref, self.link, did, self.presettled)
+                host.mark_dirty()
+                return
+        if self.presettled:
             conn.send_delivery(self.link, tag, payload, True)
             self.outcomes.acknowledge(ref)
         else:

@@ -392,9 +392,10 @@ class Queue:
             waiting[ref.message.id] = ref
 
     def requeue(self, refs: list[MessageRef]) -> None:
-        """Put references back (after consumer loss or release), each in its place by message id within
-        its priority, as Artemis's cancel puts a reference back sorted by its sequence: a redelivered
-        message goes ahead of younger ones of its priority, behind higher priorities."""
+        """Put references back (after consumer loss, a release, a rollback), each in its place by message
+        id within its priority, as Artemis's addSorted does: a redelivered message goes ahead of younger
+        ones of its priority, behind higher priorities. So what a client gives back in several goes (a
+        rollback, then the prefetched messages it releases) is redelivered in order."""
         for ref in sorted(refs, key=_message_id, reverse=True):
             ref.consumer = None
             if ref.hole:  # still in its place in the level: it only comes back to life

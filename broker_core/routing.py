@@ -75,8 +75,11 @@ class Router:
         no_expiry: bool = False,
         cause: Cause | None = None,
         connection_id: str | None = None,
+        visible_when_durable: bool = False,
     ) -> StoredMessage | None:
         """Route one message to the queues bound at `address`; return it (None if nothing took it).
+        `visible_when_durable`: its queues get it only once its journal batch is on disk (a committed
+        transaction's messages: no consumer sees what a crash could take back).
 
         A queue with a filter takes only what its filter matches, unless `only_queues` names it (the
         sender chose the queue). `connection_id`: the sending connection's container id, which a no-local
@@ -178,7 +181,11 @@ class Router:
         for q in memory:
             ref = MessageRef(msg, q)
             hold_ref(ref)
-            self._enqueue(q, ref)
+            if visible_when_durable:
+                self._later.append(ref)
+                persistence.schedule()
+            else:
+                self._enqueue(q, ref)
         return msg
 
     def _unrouted(self, name: str, addr: Address | None) -> None:

@@ -9,6 +9,9 @@ _COUNTERS = (
     "messages_killed",
     "messages_routed",
     "messages_unrouted",
+    "transactions_committed",
+    "transactions_declared",
+    "transactions_rolled_back",
 )
 
 
@@ -33,6 +36,9 @@ class BrokerStats:
         self.messages_acked = 0
         self.messages_expired = 0
         self.messages_killed = 0
+        self.transactions_declared = 0
+        self.transactions_committed = 0
+        self.transactions_rolled_back = 0
         self.acceptors: dict[str, AcceptorStats] = {}
 
     def acceptor(self, name: str) -> AcceptorStats:

@@ -4,6 +4,8 @@
   the matching queues only; a queue named by the sender (`only_queues`) takes it whatever its filter.
 - An invalid filter refuses the queue before anything changes; one made by a mirror's remote (which must
   exist here too) is created unfiltered, said with AMQ951095.
+- A no-local subscription's filter compares the sending connection's container id, for a committed
+  transaction's sends too.
 """
 
 from __future__ import annotations
@@ -116,3 +118,26 @@ def test_a_mirrored_queue_keeps_its_filter_and_one_we_cannot_apply_is_made_unfil
     assert queues["reds"].filter is not None and queues["reds"].filter_string == "color = 'red'"
     assert queues["xml"].filter is None and queues["xml"].filter_string == "XPATH '//a'"
     assert any("AMQ951095" in r.getMessage() and "xml" in r.getMessage() for r in caplog.records)
+
+
+def test_no_local_knows_a_committed_transactions_sends_by_their_connection(tmp_path: Path) -> None:
+    """A transaction's sends are routed at its commit, still known as their connection's: another
+    connection's no-local subscription takes them, the sender's own leaves them out."""
+    from tests.support.pair import Network
+
+    net = Network(tmp_path)
+    net.broker("solo", persistence=True)
+    net.start_all()
+    srv = net.server("solo")
+    mine, theirs = net.client("solo"), net.client("solo")
+    srv.ensure_address("chat", {MULTICAST})
+    for name, client in [("mine.quiet", mine), ("theirs.quiet", theirs)]:  # as no-local makes them
+        srv.create_queue(name, "chat", MULTICAST, filter_string=f"__AMQ_CID<>'{client.conn.container_id}'")
+    mine.send("chat", "plain")
+    txn = mine.declare()
+    mine.send("chat", "in a transaction", txn=txn)
+    mine.discharge(txn)
+    theirs.send("chat", "theirs")
+    net.pump()
+    assert _colors(srv, "theirs.quiet") == ["plain", "in a transaction"]
+    assert _colors(srv, "mine.quiet") == ["theirs"]

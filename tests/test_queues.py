@@ -86,6 +86,24 @@ def test_the_waiting_index_follows_every_change(ops: list[tuple[str, int]]) -> N
         assert all(q.waiting.get(r.message.id) is None for r in held)
 
 
+def test_what_is_given_back_in_several_goes_waits_in_message_order() -> None:
+    """A JMS rollback gives the acknowledged message back, then the client releases what it had prefetched
+    (newer): the first must still come first, as Artemis's addSorted keeps it."""
+    q = Queue(1, "q", "q", ANYCAST)
+    refs = [MessageRef(StoredMessage(i, "q", b"", True, 0, 0), q) for i in range(5)]
+    q.enqueue_many(refs)
+    consumer = TakeAll(3)
+    q.add_consumer(consumer)
+    q.dispatch()
+    q.remove_consumer(consumer)
+    first, second, third = consumer.got
+    for ref in (first, third, second):  # given back one at a time, out of order
+        q.take_in_flight(ref)
+        q.requeue([ref])
+    assert [r.message.id for r in q.refs()] == [0, 1, 2, 3, 4]
+    assert q.waiting == {r.message.id: r for r in q.refs()}
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
     cfg, _ = load_config(BrokerProcess(tmp_path, name="solo").write_config())

@@ -169,6 +169,12 @@ class BrokerCollector(Collector):
             ("killed", "Messages sent to a dead-letter address."),
         ):
             yield _counter(f"messages_{name}", help_, getattr(stats, f"messages_{name}"))
+        for name, help_ in (
+            ("declared", "Local transactions declared."),
+            ("committed", "Local transactions committed."),
+            ("rolled_back", "Local transactions rolled back (asked for, refused at commit, or left open)."),
+        ):
+            yield _counter(f"transactions_{name}", help_, getattr(stats, f"transactions_{name}"))
         budget = broker.server.budget
         yield _gauge(
             "memory_bytes", "Message memory held by every address (global-max-size counts it).", budget.bytes

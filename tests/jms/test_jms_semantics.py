@@ -26,9 +26,7 @@ from tests.conftest import require
 from tests.peers import artemis as artemis_peer
 from tests.peers.artemis import java_command
 from tests.peers.ports import free_port
-
-# The harness (its pom.xml, its runner tests/support/jms.py) comes with the transactions' tests.
-jms = pytest.importorskip("tests.support.jms", reason="the Qpid JMS harness (tests/support/jms.py) is absent")
+from tests.support import jms
 
 PRIORITIES = [4, 1, 9, 4, 0, 7, 9, 4, 5, 1, 9, 3, 8, 2, 6, 4, 0]  # as Semantics.java sends them
 SIX = ["m5", "m4", "m3", "m2", "m1", "m0"]  # its six messages, priorities 3 to 8: delivered backwards
