@@ -75,6 +75,7 @@ class Router:
         no_expiry: bool = False,
         cause: Cause | None = None,
         connection_id: str | None = None,
+        delivery_count: int = 0,
         visible_when_durable: bool = False,
     ) -> StoredMessage | None:
         """Route one message to the queues bound at `address`; return it (None if nothing took it).
@@ -83,7 +84,8 @@ class Router:
 
         A queue with a filter takes only what its filter matches, unless `only_queues` names it (the
         sender chose the queue). `connection_id`: the sending connection's container id, which a no-local
-        subscription's filter compares.
+        subscription's filter compares. `delivery_count`: the deliveries the message had elsewhere (a
+        scale-down brings it here).
 
         Raises ResourceLimitExceeded when the address is full and its policy is FAIL (or a page cannot
         be written); a DROP address drops the message (counted) and returns None."""
@@ -178,8 +180,11 @@ class Router:
             self.index.add(msg)
         for o in self.observers.routing:
             o.message_routed(msg, targets, cause)
+        if delivery_count and durable_ids:
+            for queue_id in durable_ids:
+                persistence.persist(records.DeliveryCountUpdated(queue_id, msg.id, delivery_count))
         for q in memory:
-            ref = MessageRef(msg, q)
+            ref = MessageRef(msg, q, delivery_count)
             hold_ref(ref)
             if visible_when_durable:
                 self._later.append(ref)

@@ -167,6 +167,8 @@ class BrokerCollector(Collector):
             ("acked", "Messages acknowledged."),
             ("expired", "Messages expired."),
             ("killed", "Messages sent to a dead-letter address."),
+            ("scaled_down", "Messages this server's scale-down moved to another server (settled there)."),
+            ("scaled_in", "Messages another server's scale-down stored here."),
         ):
             yield _counter(f"messages_{name}", help_, getattr(stats, f"messages_{name}"))
         for name, help_ in (

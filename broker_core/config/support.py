@@ -404,7 +404,13 @@ HA_PARAMETERS: dict[str, Rule] = {
     # quorum voting (replication without a <manager>); with a <manager>: QUORUM_WITH_A_MANAGER
     **{name: IMPLEMENTED for name in QUORUM_PARAMETERS},
     "failback-delay": inert("deprecated: Artemis ignores it too"),
-    "scale-down": refused("on a stop, the messages stay in this broker's journal"),
+    "scale-down": IMPLEMENTED,  # a backup's: it scales down instead of activating
+}
+PRIMARY_ONLY: dict[str, Rule] = {"scale-down": HA_PARAMETERS["scale-down"]}
+SCALE_DOWN: dict[str, Rule] = {
+    **{name: IMPLEMENTED for name in ("enabled", "group-name", "connectors")},
+    "discovery-group-ref": refused(_NO_DISCOVERY, instead="<connectors> of <connector-ref>"),
+    "commit-interval": inert("each message leaves this server once the target has it durable"),
 }
 HA_POLICY: dict[str, Rule] = {
     "primary-only": IMPLEMENTED,
@@ -786,7 +792,9 @@ ELEMENTS: dict[str, dict[str, Rule]] = {
     "ha-policy": HA_POLICY,
     "shared-store": HA_ROLE,
     "replication": HA_ROLE,
-    **{role: HA_PARAMETERS for role in ("primary", "backup", "master", "slave", "primary-only", "live-only")},
+    **{role: HA_PARAMETERS for role in ("primary", "backup", "master", "slave")},
+    **{role: PRIMARY_ONLY for role in ("primary-only", "live-only")},
+    "scale-down": SCALE_DOWN,
     "cluster-connections": CLUSTER_CONNECTIONS,
     "cluster-connection": CLUSTER_CONNECTION,
     "security-settings": SECURITY_SETTINGS,

@@ -85,8 +85,8 @@ public final class Semantics {
      */
     void priority(Map<String, Object> out) throws JMSException {
         Queue q;
-        // no prefetch: the three are all this consumer holds (what a client closing cleanly held but never
-        // saw is not counted as delivered by Artemis, and is by us: not what this compares)
+        // no prefetch: the three are all this consumer holds when its connection closes, so the order of
+        // what comes back is all this compares
         try (Connection c = unprefetched.createConnection()) {
             c.start();
             Session s = c.createSession(false, Session.CLIENT_ACKNOWLEDGE);
