@@ -373,7 +373,7 @@ class ScaleDownRun:
         """The queue's waiting messages, in order, taken out of it (page files read back batch by batch);
         what is not moved stays in the journal."""
         while True:
-            taken = list(queue.messages)
+            taken = queue.refs()  # in delivery order: by priority, oldest first within one
             if taken:
                 queue.keep_only([])
                 yield from taken

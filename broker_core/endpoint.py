@@ -47,6 +47,7 @@ from .inbound_attach import Subscription, Termini
 from .inbound_links import Controller, LinkConsumer, Producer
 from .inbound_sasl import ServerSasl, mechanisms
 from .message import MessageView
+from .message_fields import matcher
 from .queues import MessageRef, StoredMessage
 from .services import Answer, OutgoingLink, ServiceLink
 from .spool import Judge, SpooledDelivery
@@ -314,11 +315,14 @@ class BrokerEndpoint:
             self.conn.attach(link.session, service.attach_sender(self, link, attach, source_address), link)
             self.mark_dirty()
             return
-        queue, subscription, source = self.termini.consumer(
-            self.user, link.name, self.conn.container_id_remote(), attach.source
+        chosen = self.termini.consumer(
+            self.user, link.name, self.conn.container_id_remote(), attach.source, attach.desired_capabilities
         )
+        queue, source = chosen.queue, chosen.source
         presettled = attach.snd_settle_mode == 1
-        consumer = LinkConsumer(self, self.outcomes, link, queue, presettled, subscription)
+        consumer = LinkConsumer(
+            self, self.outcomes, link, queue, presettled, chosen.subscription, chosen.browse
+        )
         link.context = consumer
         reply = Attach(
             name=link.name,
@@ -330,7 +334,7 @@ class BrokerEndpoint:
         )
         self.conn.attach(link.session, reply, link)
         self.consumers[id(link)] = consumer
-        queue.add_consumer(consumer)
+        queue.add_consumer(consumer, matcher(chosen.selector), chosen.browse)
         self.mark_dirty()
 
     # ---------------------------------------------------------------------------------- transfer
@@ -372,7 +376,7 @@ class BrokerEndpoint:
                 self._duplicate(address, dup, session, delivery_id, settled)
                 return
             if producer.queue is None:
-                msg = srv.router.route(address, payload, view)
+                msg = srv.router.route(address, payload, view, connection_id=self.conn.container_id_remote())
             else:
                 msg = self._route_to_queue(address, producer.queue, payload, view)
             if dup is not None and msg is not None:
@@ -478,7 +482,9 @@ class BrokerEndpoint:
                 addr.usage.refused += 1
                 raise ResourceLimitExceeded(f"address {address} is full")
             dup = duplicate_id(view) if self.acceptor.amqp_duplicate_detection else None
-            self.transactions.add_send(tx, address, producer.queue, payload, dup)
+            self.transactions.add_send(
+                tx, address, producer.queue, payload, dup, self.conn.container_id_remote()
+            )
         except (DecodeError, IndexError, ValueError) as exc:
             error = BrokerError(errors.DECODE_ERROR, f"malformed message: {exc}")
             if tx is not None:
@@ -649,7 +655,8 @@ class BrokerEndpoint:
     def _route_to_queue(self, address: str, queue: str, payload: bytes, view: MessageView) -> StoredMessage:
         """A fully qualified target's message, to its one queue; refused when that queue is gone (a
         message that reached no queue must not be reported as delivered)."""
-        msg = self.server.router.route(address, payload, view, only_queues=[queue])
+        sender = self.conn.container_id_remote()
+        msg = self.server.router.route(address, payload, view, only_queues=[queue], connection_id=sender)
         if msg is None:
             raise NotFound(f"queue {queue} on address {address} no longer exists")
         return msg
@@ -701,8 +708,7 @@ class BrokerEndpoint:
                     log.info("%s: consumer %r detached: %s", self.name, link.name, exc.description)
                     consumer.kick(exc.condition, exc.description)
                     return
-            q = consumer.queue
-            q.dispatch(self.outcomes.is_expired)
+            consumer.feed(self.outcomes.is_expired)  # a browser reads on, a consumer has the queue dispatch
             if link.drain and link.credit > 0:
                 self.conn.drain_complete(link)
                 self.mark_dirty()
@@ -713,13 +719,13 @@ class BrokerEndpoint:
         for link in session.local_links.values():
             c = link.context
             if isinstance(c, LinkConsumer) and c.can_take():
-                c.queue.dispatch(self.outcomes.is_expired)
+                c.feed(self.outcomes.is_expired)
 
     def resume(self) -> None:
         """The socket drained its write buffer: feed consumers again."""
         for c in list(self.consumers.values()):
             if c.can_take():
-                c.queue.dispatch(self.outcomes.is_expired)
+                c.feed(self.outcomes.is_expired)
 
     # ----------------------------------------------------------------------------------- outcomes
 

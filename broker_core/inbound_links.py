@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from .queues import MessageRef, Queue, delivery_payload
@@ -54,7 +55,18 @@ class ConsumerHost(Protocol):
 class LinkConsumer:
     """A queue consumer backed by a sender link of ours."""
 
-    __slots__ = ("closed", "host", "link", "outcomes", "presettled", "queue", "subscription", "tag", "txn")
+    __slots__ = (
+        "browse",
+        "closed",
+        "host",
+        "link",
+        "outcomes",
+        "presettled",
+        "queue",
+        "subscription",
+        "tag",
+        "txn",
+    )
 
     def __init__(
         self,
@@ -64,6 +76,7 @@ class LinkConsumer:
         queue: Queue,
         presettled: bool,
         subscription: str | None,
+        browse: bool = False,
     ) -> None:
         self.host = host
         self.outcomes = outcomes
@@ -71,6 +84,7 @@ class LinkConsumer:
         self.queue = queue
         self.presettled = presettled
         self.subscription = subscription  # "durable", "volatile", "temporary" or None (a plain queue)
+        self.browse = browse  # sent copies: a browser acquires nothing, so its outcomes change nothing
         self.tag = 0
         self.closed = False
         self.txn: Transaction | None = None  # the receiver acquires in this transaction (its flow said so)
@@ -83,6 +97,13 @@ class LinkConsumer:
             and not self.closed
             and self.host.writable
         )
+
+    def feed(self, is_expired: Callable[[MessageRef], bool]) -> None:
+        """The link can take more: a browser reads on, a consumer has the queue dispatch."""
+        if self.browse:
+            self.queue.browse(self)
+        else:
+            self.queue.dispatch(is_expired)
 
     def kick(self, condition: str, description: str) -> None:
         """The queue went away under us: detach the link with the reason."""
@@ -97,6 +118,10 @@ class LinkConsumer:
         self.tag += 1
         tag = self.tag.to_bytes(4, "big")
         conn = host.conn
+        if self.browse:  # a copy: whatever the client says of it is ignored (no reference to settle)
+            conn.send_delivery(self.link, tag, payload, self.presettled)
+            host.mark_dirty()
+            return
         txn = self.txn
         if txn is not None:
             if txn.ended:

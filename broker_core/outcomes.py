@@ -222,11 +222,12 @@ class Outcomes:
         for q in list(self.topology.queues.values()):
             if q.internal:
                 continue  # store-and-forward events never expire (Artemis ARTEMIS-5090)
-            expired = [r for r in q.messages if r.message.expiry_ms and r.message.expiry_ms <= now_ms]
+            waiting = q.refs()
+            expired = [r for r in waiting if r.message.expiry_ms and r.message.expiry_ms <= now_ms]
             if not expired:
                 continue
             gone = {id(r) for r in expired}
-            q.keep_only([r for r in q.messages if id(r) not in gone])
+            q.keep_only([r for r in waiting if id(r) not in gone])
             for ref in expired:  # after the queue is rebuilt: an expiry copy may land on this very queue
                 self.expire(ref)
             n += len(expired)

@@ -85,13 +85,16 @@ def control(payload: bytes) -> Declare | Discharge:
 class _Send:
     """A transactional send, checked and kept until the discharge."""
 
-    __slots__ = ("address", "cost", "dup", "payload", "queue")
+    __slots__ = ("address", "connection_id", "cost", "dup", "payload", "queue")
 
-    def __init__(self, address: str, queue: str | None, payload: bytes, dup: bytes | None) -> None:
+    def __init__(
+        self, address: str, queue: str | None, payload: bytes, dup: bytes | None, connection_id: str | None
+    ) -> None:
         self.address = address
         self.queue = queue  # a fully qualified target's one queue (address::queue), else None
         self.payload = payload
         self.dup = dup
+        self.connection_id = connection_id  # the sender's container id: no-local subscriptions compare it
         self.cost = len(payload) + MESSAGE_OVERHEAD
 
 
@@ -176,7 +179,13 @@ class Transactions:
     # ------------------------------------------------------------------------------ in a transaction
 
     def add_send(
-        self, tx: Transaction, address: str, queue: str | None, payload: bytes, dup: bytes | None
+        self,
+        tx: Transaction,
+        address: str,
+        queue: str | None,
+        payload: bytes,
+        dup: bytes | None,
+        connection_id: str | None = None,
     ) -> None:
         """Keep a checked send for the commit. A duplicate id already stored dooms the transaction."""
         srv = self.server
@@ -191,7 +200,7 @@ class Transactions:
             )
             tx.fail(f"Duplicate message detected on {address} (id {dup[:64]!r}): the transaction is ignored")
             return
-        send = _Send(address, queue, payload, dup)
+        send = _Send(address, queue, payload, dup, connection_id)
         tx.sends.append(send)
         tx.held += send.cost
         srv.budget.hold(send.cost)
@@ -231,6 +240,7 @@ class Transactions:
                     MessageView(send.payload),
                     only_queues=None if send.queue is None else [send.queue],
                     visible_when_durable=True,
+                    connection_id=send.connection_id,
                 )
                 if msg is None:
                     if send.queue is not None:  # a message that reached no queue must not be reported sent

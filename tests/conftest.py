@@ -94,6 +94,10 @@ def _no_broker_left_running() -> Iterator[None]:
 
 
 TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest match wins
+    "test_priority.py": "pure",
+    "test_selective_consumers.py": "pure",
+    "test_queue_filters.py": "pure",
+    "artemis/test_jms_semantics_with_artemis.py": "peers",
     "config/": "pure",
     "filters/": "pure",
     "security/": "pure",

@@ -519,7 +519,8 @@ class BrokerCollector(Collector):
             name = [queue.name]
             depth.add_metric(name, queue.depth)
             consumers.add_metric(name, len(queue.consumers))
-            head = queue.messages[0].message.timestamp_ms if queue.messages else None
+            first = queue.head()
+            head = first.message.timestamp_ms if first is not None else None
             oldest.add_metric(name, max(0.0, (now_ms - head) / 1000) if head else 0.0)
             added.add_metric(name, queue.added)
             acked.add_metric(name, queue.acked)

@@ -499,6 +499,7 @@ class MemoryClient:
         durable: bool = True,
         to: str | None = None,
         properties: dict[str, Any] | None = None,
+        priority: int = 4,
         txn: bytes | None = None,
     ) -> int:
         """Send one message (`address` None: an anonymous sender, the message's `to` decides), in
@@ -514,7 +515,9 @@ class MemoryClient:
             self.network.pump()
         assert link.credit > 0, f"no credit to send to {address}"
         self.tag += 1
-        payload = build_message(body, durable=durable, to=to, application_properties=properties)
+        payload = build_message(
+            body, durable=durable, to=to, application_properties=properties, priority=priority
+        )
         state = None if txn is None else TransactionalState(txn).encode_amqp()
         delivery_id = self.conn.send_delivery(link, self.tag.to_bytes(4, "big"), payload, False, state=state)
         self._write()
