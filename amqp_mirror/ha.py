@@ -435,6 +435,16 @@ class HaController:
         if listener is not None:
             listener.stop_accepting()
             await listener.close_connections()
+        if self.rejoin is not None:  # a newer activation of its node id serves: it comes back as a backup
+            log.warning(
+                "AMQ951030: %s stopped because %s: it exits with code %d so that its service starts it "
+                "again, to rejoin the pair",
+                self.config.name,
+                self.rejoin,
+                EXIT_REJOIN,
+            )
+            self.on_exit(EXIT_REJOIN, "")
+            return
         self.on_exit(1, "")
 
     async def _close_broker(self) -> None:

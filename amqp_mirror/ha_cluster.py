@@ -3,7 +3,9 @@ cluster user, to every static connector of its cluster connection, and on it a l
 `CLUSTER_ADDRESS` (broker_core/ha/cluster_service.py): a member that answers is active, with the node id
 and connector its answer names, for as long as that connection lives (a passive member redirects, a dead
 or cut-off one is silent past connection-ttl). That is this server's *topology*: what it votes from, and
-what its clients are told of (`failover-server-list`).
+what its clients are told of (`failover-server-list`). Each answer also says the member's activation
+sequence and the newest it has seen per node id: this server remembers, per node id, the newest
+activation sequence it has seen (`newest`, in memory), and refuses a vote to an older journal.
 
 A vote (quorum voting, broker_core/ha/quorum.py) is asked of every member in the topology but those of
 the asker's own node id, each on its member connection, as one more attach that carries the question; a
@@ -27,14 +29,18 @@ from broker_core.config.uri import parse_acceptor_uri
 from broker_core.ha.cluster_service import (
     ASKED_NODE,
     ASKER_CONNECTOR,
+    ASKER_SEQUENCE,
+    BY_VOTE,
     CLUSTER_ADDRESS,
     CONNECTOR,
+    NEWEST,
     NODE_ID,
     QUESTION,
+    SEQUENCE,
     VOTE,
     own_connector,
 )
-from broker_core.ha.quorum import Outcome, Question, Tally, quorum_size, votes_needed
+from broker_core.ha.quorum import Outcome, Question, Tally, quorum_size, remember, votes_needed
 from connections.outbound import OutboundConnection
 from connections.policies import LinkHost, LinkRole
 
@@ -56,6 +62,8 @@ class Member:
         self.connector = connector
         self.node_id: str | None = None  # while active: the node id it is active with
         self.reached_at: str | None = None  # ... and the connector it names
+        self.sequence = 0  # ... its activation sequence, as it answered
+        self.by_vote = False  # ... whether it activated by winning a vote
         self._host: LinkHost | None = None
         self._pending = 0
         self._asked: dict[str, asyncio.Future[bool]] = {}  # vote link name -> its answer
@@ -100,6 +108,16 @@ class Member:
         node_id = properties.get(NODE_ID)
         self.node_id = str(node_id) if node_id is not None else None
         self.reached_at = str(properties.get(CONNECTOR) or f"{self.connector.host}:{self.connector.port}")
+        sequence = properties.get(SEQUENCE)
+        self.sequence = sequence if isinstance(sequence, int) else 0
+        self.by_vote = properties.get(BY_VOTE) is True
+        newest = properties.get(NEWEST)
+        if isinstance(newest, dict):
+            for node, seen in newest.items():
+                if isinstance(seen, int):
+                    self.membership.remember(str(node), seen)
+        if self.node_id is not None:
+            self.membership.remember(self.node_id, self.sequence)
         self.membership.changed(self, up=True)
 
     def local_queue_added(self, conn: LinkHost, queue: Any) -> None:
@@ -135,14 +153,19 @@ class Member:
 
     # ---------------------------------------------------------------------------------- votes
 
-    def ask(self, question: Question, node_id: str, connector: str) -> asyncio.Future[bool]:
+    def ask(self, question: Question, node_id: str, connector: str, sequence: int) -> asyncio.Future[bool]:
         future: asyncio.Future[bool] = self.membership.loop.create_future()
         host = self._host
         if host is None or host.conn is None or not self.active:
             future.set_result(False)
             return future
         name = f"vote:{self.membership.name}:{uuid.uuid4().hex[:12]}"
-        properties = {QUESTION: question.value, ASKED_NODE: node_id, ASKER_CONNECTOR: connector}
+        properties = {
+            QUESTION: question.value,
+            ASKED_NODE: node_id,
+            ASKER_CONNECTOR: connector,
+            ASKER_SEQUENCE: sequence,
+        }
         self._asked[name] = future
         host.attach(self._attach(name, properties), LinkRole(self))
         host.write_out()
@@ -153,7 +176,7 @@ class Member:
             "connector": f"{self.connector.host}:{self.connector.port}",
             "active": self.active,
             "nodeId": self.node_id,
-            **({"activeAt": self.reached_at} if self.active else {}),
+            **({"activeAt": self.reached_at, "activationSequence": self.sequence} if self.active else {}),
         }
 
 
@@ -170,6 +193,9 @@ class ClusterMembership:
         self.members: list[Member] = []
         self.clients: list[OutboundConnection] = []
         self.largest = 1  # the most node ids seen active at once, this server's own counted
+        # node id -> the newest activation sequence seen active with it (in memory only): a vote to an
+        # older journal is refused
+        self.newest: dict[str, int] = {}
         # votes asked ("asked <question> <won|lost>") and cast ("cast <question> <yes|no>"): the metrics
         self.counts: Counter[str] = Counter()
         cluster = config.cluster_connection()
@@ -215,14 +241,19 @@ class ClusterMembership:
             client.tick(now)
         self._ticker = self.loop.call_later(TICK, self._tick)
 
+    def remember(self, node_id: str, sequence: int) -> None:
+        """`node_id` was seen active at activation `sequence` (by a member, or this server itself)."""
+        self.newest = remember(self.newest, node_id, sequence)
+
     def changed(self, member: Member, up: bool) -> None:
         where = f"{member.connector.host}:{member.connector.port}"
         if up:
             log.info(
-                "AMQ951106: %s sees %s active with node id %s in its cluster",
+                "AMQ951106: %s sees %s active with node id %s (activation sequence %d) in its cluster",
                 self.name,
                 where,
                 member.node_id,
+                member.sequence,
             )
         else:
             log.info("AMQ951107: %s lost cluster member %s", self.name, where)
@@ -248,8 +279,11 @@ class ClusterMembership:
         self.largest = max(self.largest, now)
         return quorum_size(configured, self.largest)
 
-    async def vote(self, question: Question, node_id: str, size: int, wait: float, attempt: str) -> Tally:
-        """One vote: asked of every active member but those of `node_id`, over at most `wait` seconds."""
+    async def vote(
+        self, question: Question, node_id: str, sequence: int, size: int, wait: float, attempt: str
+    ) -> Tally:
+        """One vote: asked of every active member but those of `node_id`, over at most `wait` seconds, by
+        this server with its journal at activation `sequence`."""
         voters = [m for m in self.members if m.active and m.node_id != node_id]
         tally = Tally(votes_needed(size), len(voters))
         log.info(
@@ -265,7 +299,7 @@ class ClusterMembership:
             len(voters),
             ", ".join(f"{m.connector.host}:{m.connector.port}" for m in voters) or "none",
         )
-        pending = {m.ask(question, node_id, self.connector) for m in voters}
+        pending = {m.ask(question, node_id, self.connector, sequence) for m in voters}
         deadline = self.loop.time() + wait
         while pending and tally.outcome() == Outcome.OPEN:
             done, pending = await asyncio.wait(

@@ -5,7 +5,8 @@ coordinator (ha_replication.py) runs as it does with ZooKeeper, and this decides
   looks for an active server of its node id), and a backup asks it only once the quorum said its primary
   is gone (replication_states.py: an orphaned backup votes instead of trying a lock), or once its
   primary handed over on a clean stop.
-- The activation sequence is the local one only: there is nothing coordinated to compare it with.
+- The activation sequence is the local one; each vote carries it, and a voter that has seen a newer
+  activation of the node id answers no (the asker's journal misses what that one confirmed).
 - A primary whose synchronized backup went away confirms, before it confirms anything more, that it is
   still the active server of its node id: with `vote-on-replication-failure`, by a vote (the majority
   must see it active at its own connector); without, at once (Artemis's default: it goes on alone).
@@ -68,8 +69,9 @@ class QuorumVoting:
                 self.membership.counts[f"asked {question.value} {Outcome.LOST.value}"] += 1
                 return False
             size = self.membership.size(policy.quorum_size)
+            sequence = read_activation_sequence(self.lock_dir)  # the voters refuse an older journal
             tally = await self.membership.vote(
-                question, node_id, size, wait, f"{attempt}/{policy.vote_retries}"
+                question, node_id, sequence, size, wait, f"{attempt}/{policy.vote_retries}"
             )
             outcome = final(tally, self.healthy())
             self.membership.counts[f"asked {question.value} {outcome.value}"] += 1

@@ -26,7 +26,7 @@ from broker_core.ha import activation
 from broker_core.ha.cluster_service import CLUSTER_ADDRESS, ClusterService
 from broker_core.ha.lock_managers import LockManager, LockManagerError, lock_manager_for
 from broker_core.ha.node_files import read_activation_sequence, write_activation_sequence
-from broker_core.ha.quorum import Question
+from broker_core.ha.quorum import Activation, Question, superseded
 from broker_core.ha.replica import Replica
 from broker_core.ha.replication_source import ReplicationService, ReplicationSettings
 from broker_core.ha.replication_states import (
@@ -73,6 +73,9 @@ class Controller(Protocol):
     config: BrokerConfig
     loop: asyncio.AbstractEventLoop
     broker: Broker
+    rejoin: str | None  # why the pair stopped this server: it exits to rejoin as a backup
+
+    async def on(self, event: Event) -> None: ...
 
 
 class ReplicationCoordinator:
@@ -101,6 +104,8 @@ class ReplicationCoordinator:
         else:
             self.manager = lock_manager_for(policy.manager)
         self._vote: asyncio.Task[None] | None = None
+        self.won_vote = False  # it activates (or is active) because the quorum said its primary is gone
+        self._superseded: asyncio.Task[None] | None = None
         self.replica = Replica(
             Path(config.journal_directory),
             Path(config.paging_directory),
@@ -167,10 +172,41 @@ class ReplicationCoordinator:
         await self._start_manager()
 
     def _cluster_changed(self) -> None:
-        """A member came or went: this server's clients are told of the active members."""
+        """A member came or went: this server's clients are told of the active members; an active server
+        that sees a newer activation of its node id stops."""
         membership = self.membership
         if membership is not None:
             self.controller.broker.server.failover_servers = membership.live_members()
+            self._check_superseded(membership)
+
+    def _check_superseded(self, membership: ClusterMembership) -> None:
+        """Two actives for one node id: the older activation (quorum.superseded) stops serving at once,
+        writes nothing more, and exits to rejoin as a backup of the newer one."""
+        node = self._node_id()
+        if self.service is None or node is None or self._superseded is not None:
+            return
+        own = Activation(read_activation_sequence(self.lock_dir), self.won_vote, membership.connector)
+        for member in membership.members:
+            if member.node_id != node or member.reached_at == membership.connector:
+                continue
+            other = Activation(member.sequence, member.by_vote, member.reached_at or "")
+            if not superseded(own, other):
+                continue
+            why = (
+                f"{other.connector} is active with its node id {node} at activation sequence "
+                f"{other.sequence}{' (by a vote)' if other.by_vote else ''}, this server at {own.sequence}"
+                f"{' (by a vote)' if own.by_vote else ''}"
+            )
+            log.critical(
+                "AMQ951170: %s sees %s: it stops serving now and rejoins as a backup",
+                self.controller.config.name,
+                why,
+            )
+            self.controller.rejoin = (
+                f"another server is active with a newer activation of its node id ({why})"
+            )
+            self._superseded = self.loop.create_task(self.controller.on(Event.LOCK_LOST))
+            return
 
     async def _start_manager(self) -> bool:
         if self._started:
@@ -280,6 +316,7 @@ class ReplicationCoordinator:
         node, quorum = self._node_id(), self.quorum
         won = node is not None and quorum is not None and await quorum.ask(Question.PRIMARY_GONE, node)
         self._vote = None
+        self.won_vote = won
         self._pending += self._step(FollowEvent.VOTE_WON if won else FollowEvent.VOTE_LOST)
 
     def _probe_over(self) -> None:
@@ -350,6 +387,7 @@ class ReplicationCoordinator:
         broker.services.register_sender(REPLICATION_ADDRESS, self.service)
         membership, node = self.membership, self._node_id()
         if membership is not None and node is not None:
+            membership.remember(node, read_activation_sequence(self.lock_dir))
             counts = membership.counts
             broker.services.register_sender(
                 CLUSTER_ADDRESS,
@@ -360,6 +398,9 @@ class ReplicationCoordinator:
                     self.policy.group_name,
                     membership.topology,
                     lambda question, yes: counts.update([f"cast {question.value} {'yes' if yes else 'no'}"]),
+                    sequence=lambda: read_activation_sequence(self.lock_dir),
+                    by_vote=lambda: self.won_vote,
+                    newest=lambda: membership.newest,
                 ),
             )
             self._cluster_changed()
@@ -385,6 +426,8 @@ class ReplicationCoordinator:
                 self.controller.config.name,
                 sequence,
             )
+            if self.membership is not None:
+                self.membership.remember(node, sequence)
             done(True)
 
         self._fencing = self.loop.create_task(fence())

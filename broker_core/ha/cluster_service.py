@@ -3,9 +3,11 @@
 
 A member (amqp_mirror/ha_cluster.py) attaches a receiving link from `CLUSTER_ADDRESS` as the cluster
 user; the answering attach carries, in its properties, this server's node id and the connector the
-others reach it at: it is active with that node id for as long as the link lives (the connection goes
-with the server). A vote is the same attach with a question in its properties (quorum.py's
-`Question`, the node id asked about and the asker's connector); the answer's properties carry the vote.
+others reach it at, its activation sequence and whether it activated by winning a vote, and the newest
+activation sequence it has seen per node id: it is active with that node id for as long as the link
+lives (the connection goes with the server). A vote is the same attach with a question in its
+properties (quorum.py's `Question`, the node id asked about, the asker's connector and activation
+sequence); the answer's properties carry the vote.
 Nothing is ever sent on the link: the attach exchange is the whole conversation.
 """
 
@@ -35,7 +37,11 @@ GROUP_NAME = Symbol("group-name")
 QUESTION = Symbol("question")  # a vote: quorum.Question's value
 ASKED_NODE = Symbol("asked-node-id")
 ASKER_CONNECTOR = Symbol("asker-connector")
+ASKER_SEQUENCE = Symbol("asker-activation-sequence")
 VOTE = Symbol("vote")  # the answer: True or False
+SEQUENCE = Symbol("activation-sequence")  # the answering server's, as it is active
+BY_VOTE = Symbol("activated-by-vote")  # True: it took over by winning a vote
+NEWEST = Symbol("newest-activations")  # node id -> the newest activation sequence it has seen active
 
 
 def own_connector(config: BrokerConfig) -> str:
@@ -70,6 +76,9 @@ class ClusterService:
         topology: Callable[[], Mapping[str, str]],
         on_vote: Callable[[Question, bool], None],
         voter: bool = True,
+        sequence: Callable[[], int] = lambda: 0,
+        by_vote: Callable[[], bool] = lambda: False,
+        newest: Callable[[], Mapping[str, int]] = dict,
     ) -> None:
         self.name = name
         self.node_id = node_id
@@ -79,11 +88,20 @@ class ClusterService:
         self.on_vote = on_vote  # counted for the metrics
         # a server outside quorum voting (primary-only: it says who it is, for a scale-down) casts none
         self.voter = voter
+        self.sequence = sequence  # this server's activation sequence
+        self.by_vote = by_vote
+        self.newest = newest  # node id -> the newest activation sequence this server has seen active
 
     def attach_sender(self, peer: Peer, link: Link, attach: Attach, address: str) -> Attach:
         if not peer.cluster_member:
             raise Unauthorized("the cluster connection needs the cluster user and password")
-        properties: dict[Symbol, object] = {NODE_ID: self.node_id, CONNECTOR: self.connector}
+        properties: dict[Symbol, object] = {
+            NODE_ID: self.node_id,
+            CONNECTOR: self.connector,
+            SEQUENCE: self.sequence(),
+            BY_VOTE: self.by_vote(),
+            NEWEST: dict(self.newest()),
+        }
         if self.group_name is not None:
             properties[GROUP_NAME] = self.group_name
         asked = attach.properties or {}
@@ -109,17 +127,23 @@ class ClusterService:
             log.warning("%s: a vote from %s on an unknown question %r: no", self.name, peer.name, question)
             return False
         connector = str(asked.get(ASKER_CONNECTOR) or "")
+        sequence = asked.get(ASKER_SEQUENCE)
+        asker_sequence = sequence if isinstance(sequence, int) else 0
         topology = self.topology()
-        vote = answer(kind, node_id, connector, topology)
+        newest = self.newest().get(node_id, 0)
+        vote = answer(kind, node_id, connector, topology, asker_sequence, newest)
         seen = topology.get(node_id)
         log.info(
-            "AMQ951101: %s votes %s to %s on %s %s (it sees that node id %s)",
+            "AMQ951101: %s votes %s to %s on %s %s with activation sequence %d (it sees that node id %s; "
+            "the newest activation it has seen of it: %d)",
             self.name,
             "yes" if vote else "no",
             peer.name,
             kind.value,
             node_id + (f" at {connector}" if kind == Question.STAY_ACTIVE else ""),
+            asker_sequence,
             f"active at {seen}" if seen is not None else "active nowhere",
+            newest,
         )
         self.on_vote(kind, vote)
         return vote

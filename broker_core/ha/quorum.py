@@ -14,7 +14,19 @@ down) from 3: 3 -> 2, 4 -> 3, 5 -> 3, 6 -> 4.
 cannot reach casts no vote. A voter answers from its own view of the cluster (its *topology*: node id ->
 the connector of the server active with it, itself included while it is active):
 - "is node X gone?" (`PRIMARY_GONE`): yes iff no server is active with X in its topology;
-- "is node X still active at connector C?" (`STAY_ACTIVE`): yes iff its topology has X active at C.
+- "is node X still active at connector C?" (`STAY_ACTIVE`): yes iff its topology has X active at C;
+- either way no if the asker's activation sequence is below the newest this voter has seen active for X
+  (`newest_seen`): the asker's journal is older than one that was active after it, and what that one
+  confirmed is not in it. Each member says its activation sequence when it answers as active, and its
+  memory of the newest it has seen per node id (`remember`); the memory is in memory only: a cluster
+  whose every server restarts at once starts it afresh.
+
+**Two actives for one node id** (a member seen active with this server's node id): the older activation
+stops serving and rejoins (`superseded`). The higher activation sequence is the newer. At equal
+sequences (two journals that parted from the same one: a primary that moved its sequence on without a
+vote, or that started alone, beside a backup that took over), the server that activated by winning a
+vote keeps serving, since the majority agreed to it; if neither or both did, the one whose connector
+sorts first keeps serving, so that exactly one of the two stops.
 
 **A vote** ends once its yes votes reach what is needed (won), once it cannot reach it any more with the
 votes left to cast (lost), or when its wait is over (`quorum-vote-wait` seconds; 5 s for `STAY_ACTIVE`,
@@ -51,11 +63,47 @@ def votes_needed(size: int) -> int:
     return size // 2 if size <= 2 else size // 2 + 1
 
 
-def answer(question: Question, node_id: str, connector: str, topology: Mapping[str, str]) -> bool:
-    """A voter's answer to `question` about `node_id` (asked from `connector`), from its topology."""
+def answer(
+    question: Question,
+    node_id: str,
+    connector: str,
+    topology: Mapping[str, str],
+    asker_sequence: int = 0,
+    newest_seen: int = 0,
+) -> bool:
+    """A voter's answer to `question` about `node_id` (asked from `connector`, whose journal is at
+    `asker_sequence`), from its topology and the newest activation sequence it has seen for `node_id`."""
+    if asker_sequence < newest_seen:
+        return False  # a newer activation of this node id has been seen: the asker's journal misses it
     if question == Question.PRIMARY_GONE:
         return node_id not in topology
     return topology.get(node_id) == connector
+
+
+def remember(newest: Mapping[str, int], node_id: str, sequence: int) -> dict[str, int]:
+    """The memory of the newest activation sequence seen per node id, once `node_id` was seen at
+    `sequence` (never lowered)."""
+    return {**newest, node_id: max(sequence, newest.get(node_id, 0))}
+
+
+@dataclass(frozen=True)
+class Activation:
+    """How a server active with a node id got there: its activation `sequence`, whether it activated by
+    winning a vote (`by_vote`: a backup that took over), and its `connector`."""
+
+    sequence: int
+    by_vote: bool
+    connector: str
+
+
+def superseded(own: Activation, other: Activation) -> bool:
+    """Whether an active server (`own`) must stop on seeing `other` active with its node id: exactly one
+    of two such servers is (see the module's text)."""
+    if own.sequence != other.sequence:
+        return other.sequence > own.sequence
+    if own.by_vote != other.by_vote:
+        return other.by_vote
+    return other.connector < own.connector
 
 
 @dataclass(frozen=True)

@@ -9,13 +9,17 @@ and each test fails a different pair:
   (the other primaries lost primary 3) and takes over; primary 3, its backup gone and no majority seeing
   it, stops;
 - pair 1: primary 1 is killed: its backup asks the two other active servers, wins, and takes over with
-  every confirmed send.
+  every confirmed send;
+- pair 2 again: primary 2 is paused until its backup took over and was seen at its newer activation
+  sequence, the backup is killed, primary 2 woken: the voters refuse its older journal, and it stops.
 
 The test is the client host: it reaches each server at its own address, and its metrics endpoint (every
 server's on port 9100 of its own host) for the vote counters."""
 
 from __future__ import annotations
 
+import os
+import signal
 import urllib.request
 from collections.abc import Iterator
 
@@ -203,3 +207,45 @@ def test_a_backup_takes_over_when_its_primary_is_killed(cluster: Cluster) -> Non
     still_serving(backup, 2, "backup 1")
     got = [m.body for m in receive(backup.url, "orders", 310, timeout=3)]
     assert sorted(got) == list(range(300)), f"{len(got)} received, {len(set(got))} distinct of 300"
+
+
+def test_a_woken_primary_is_refused_once_a_newer_activation_of_its_node_was_seen(cluster: Cluster) -> None:
+    """Primary 2 is paused past its backup's vote: backup 2 takes over (activation sequence n+1) and the
+    other active servers see it so; backup 2 is killed; primary 2 wakes and asks to stay active with its
+    older journal (sequence n). The voters see primary 2 at its own connector again, but they have seen a
+    newer activation of node 2: they answer no, every retry, and primary 2 stops (exit 1) instead of
+    going on without what backup 2 confirmed."""
+    primary, backup = cluster["p2"], cluster["b2"]
+    voters = ("b1", "b3")  # active for nodes 1 and 3 after the tests above
+    assert primary.proc is not None and backup.proc is not None
+    node = cluster.status("p2")["nodeId"]
+    older = cluster.status("p2")["activationSequence"]  # 1, or more if it fenced off its backup before
+    newer = older + 1
+    at = f"{cluster.topology.address('b2')}:5672"
+
+    def seen_newer(voter: str) -> bool:
+        members = cluster.status(voter)["cluster"]
+        return any(m.get("activeAt") == at and m.get("activationSequence") == newer for m in members)
+
+    os.kill(primary.proc.pid, signal.SIGSTOP)
+    try:
+        wait_until(lambda: "AMQ221010" in backup.log(), 40, "backup 2 to take over")
+        for voter in voters:
+            wait_until(lambda voter=voter: seen_newer(voter), 20, f"{voter} to see backup 2 at {newer}")
+        backup.kill()
+    finally:
+        os.kill(primary.proc.pid, signal.SIGCONT)
+    wait_until(lambda: "AMQ951105" in primary.log(), 60, "primary 2 to stop: a newer activation was seen")
+    assert primary.proc.wait(timeout=20) == 1
+    refusals = [
+        line
+        for voter in voters
+        for line in cluster[voter].log().splitlines()
+        if "AMQ951101" in line and " on stay-active " in line and f" {node} at " in line
+    ]
+    assert refusals and all(" votes no " in line for line in refusals), refusals
+    assert any(
+        f"with activation sequence {older} " in line
+        and f"the newest activation it has seen of it: {newer})" in line
+        for line in refusals
+    ), refusals

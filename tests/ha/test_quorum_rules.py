@@ -7,7 +7,18 @@ import itertools
 
 import pytest
 
-from broker_core.ha.quorum import Outcome, Question, Tally, answer, final, quorum_size, votes_needed
+from broker_core.ha.quorum import (
+    Activation,
+    Outcome,
+    Question,
+    Tally,
+    answer,
+    final,
+    quorum_size,
+    remember,
+    superseded,
+    votes_needed,
+)
 
 
 def test_votes_needed_are_the_references() -> None:
@@ -66,3 +77,62 @@ def test_a_voters_answers() -> None:
     assert answer(Question.STAY_ACTIVE, "node-1", "10.0.0.1:5672", topology)
     assert not answer(Question.STAY_ACTIVE, "node-1", "10.0.0.9:5672", topology)  # its backup took over
     assert not answer(Question.STAY_ACTIVE, "node-3", "10.0.0.3:5672", topology)  # not seen at all
+
+
+@pytest.mark.parametrize("question", list(Question))
+@pytest.mark.parametrize(("asker", "newest"), list(itertools.product(range(0, 4), range(0, 4))))
+def test_a_voter_refuses_a_journal_older_than_the_newest_activation_it_has_seen(
+    question: Question, asker: int, newest: int
+) -> None:
+    """Whatever the topology says, an asker below the newest activation sequence seen for the node id
+    gets no; at or above it, the topology decides as before."""
+    here = "10.0.0.1:5672"
+    for topology in ({}, {"node-1": here}, {"node-1": "10.0.0.9:5672"}):
+        by_topology = answer(question, "node-1", here, topology)
+        expected = by_topology and asker >= newest
+        assert answer(question, "node-1", here, topology, asker, newest) == expected, (
+            topology,
+            asker,
+            newest,
+        )
+
+
+def test_the_memory_of_activations_only_grows() -> None:
+    newest = remember({}, "node-1", 2)
+    assert newest == {"node-1": 2}
+    assert remember(newest, "node-1", 1) == {"node-1": 2}  # an older one seen later changes nothing
+    assert remember(newest, "node-1", 3) == {"node-1": 3}
+    assert remember(newest, "node-2", 1) == {"node-1": 2, "node-2": 1}
+    assert newest == {"node-1": 2}  # a new memory: the old one is not changed under its readers
+
+
+SERVERS = [
+    Activation(sequence, by_vote, connector)
+    for sequence in (1, 2, 3)
+    for by_vote in (False, True)
+    for connector in ("10.0.0.1:5672", "10.0.0.2:5672")
+]
+
+
+@pytest.mark.parametrize(("own", "other"), list(itertools.permutations(SERVERS, 2)))
+def test_of_two_actives_for_one_node_exactly_one_stops(own: Activation, other: Activation) -> None:
+    """Every pair of distinct activations: exactly one of the two is superseded; the higher sequence
+    wins; at equal sequences the one that won a vote; then the connector that sorts first."""
+    assert superseded(own, other) != superseded(other, own)
+    if own.sequence != other.sequence:
+        expected = other.sequence > own.sequence
+    elif own.by_vote != other.by_vote:
+        expected = other.by_vote
+    else:
+        expected = other.connector < own.connector
+    assert superseded(own, other) == expected
+
+
+def test_the_woken_primary_and_its_backup_that_took_over() -> None:
+    """The two cases that matter: a primary woken with its older journal beside the backup that took over
+    stops; one that moved its sequence on to the backup's value without a vote stops too."""
+    backup = Activation(2, True, "10.0.0.2:5672")
+    assert superseded(Activation(1, False, "10.0.0.1:5672"), backup)
+    assert superseded(Activation(2, False, "10.0.0.1:5672"), backup)
+    assert not superseded(backup, Activation(2, False, "10.0.0.1:5672"))
+    assert not superseded(backup, Activation(1, False, "10.0.0.3:5672"))

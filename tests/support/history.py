@@ -26,6 +26,7 @@ INACTIVE_IDS = (
     "AMQ221002",  # a backup steps down for its primary (failback)
     "AMQ951105",  # vote-on-replication-failure: the majority does not see it: stops
     "AMQ951112",  # another server took its node id while it was isolated: stops
+    "AMQ951170",  # another server is active with a newer activation of its node id: stops
     "AMQ951071",  # a clean stop without a synchronized backup
     "AMQ951072",  # a clean stop handed over
     "AMQ951073",
