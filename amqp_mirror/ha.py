@@ -435,17 +435,8 @@ class HaController:
         if listener is not None:
             listener.stop_accepting()
             await listener.close_connections()
-        if self.rejoin is not None:  # a newer activation of its node id serves: it comes back as a backup
-            log.warning(
-                "AMQ951030: %s stopped because %s: it exits with code %d so that its service starts it "
-                "again, to rejoin the pair",
-                self.config.name,
-                self.rejoin,
-                EXIT_REJOIN,
-            )
-            self.on_exit(EXIT_REJOIN, "")
-            return
-        self.on_exit(1, "")
+        # a newer activation of its node id serves: it comes back as a backup (AMQ951030 said at the exit)
+        self.on_exit(EXIT_REJOIN if self.rejoin is not None else 1, "")
 
     async def _close_broker(self) -> None:
         self._cancel()

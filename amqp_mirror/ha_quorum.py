@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from concurrent.futures import CancelledError, Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
@@ -51,6 +52,10 @@ class QuorumVoting:
         self.lock_dir = lock_dir
         self.loop = loop
         self.healthy = healthy  # the network check (isolated: every vote is lost)
+        # the stay-active votes a worker thread waits for: cancelled when this server stops, so that no
+        # thread outlives the loop that would have answered it (the process could not exit)
+        self._confirming: set[Future[bool]] = set()
+        self._stopped = False
 
     # -------------------------------------------------------------------------------- the votes
 
@@ -117,11 +122,18 @@ class QuorumVoting:
         if not self.policy.vote_on_replication_failure:
             return True
         future = asyncio.run_coroutine_threadsafe(self.ask(Question.STAY_ACTIVE, node_id), self.loop)
+        self._confirming.add(future)
+        if self._stopped:
+            future.cancel()
         try:
             won = future.result(self.longest_stay_vote())
-        except FutureTimeout:
+        except (FutureTimeout, CancelledError):
             future.cancel()
             won = False
+        finally:
+            self._confirming.discard(future)
+        if self._stopped:
+            raise LockManagerError("this server is stopping")
         if not won:
             log.critical(
                 "AMQ951105: %s lost its backup and the majority of its cluster does not see it active "
@@ -141,4 +153,6 @@ class QuorumVoting:
         pass  # nothing held elsewhere can be lost
 
     def stop(self) -> None:
-        pass
+        self._stopped = True
+        for future in list(self._confirming):
+            future.cancel()

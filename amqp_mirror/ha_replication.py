@@ -38,7 +38,7 @@ from broker_core.ha.replication_states import (
     steps_down,
 )
 from broker_core.ha.replication_wire import REPLICATION_ADDRESS
-from broker_core.ha.states import Event
+from broker_core.ha.states import Event, State
 from broker_core.journal.node_id import adopt_node_id, coordinated_node_id, load_or_create_node_id
 from connections.outbound import OutboundConnection
 
@@ -74,6 +74,7 @@ class Controller(Protocol):
     loop: asyncio.AbstractEventLoop
     broker: Broker
     rejoin: str | None  # why the pair stopped this server: it exits to rejoin as a backup
+    state: State
 
     async def on(self, event: Event) -> None: ...
 
@@ -185,6 +186,8 @@ class ReplicationCoordinator:
         node = self._node_id()
         if self.service is None or node is None or self._superseded is not None:
             return
+        if self.controller.state != State.ACTIVE:
+            return  # stopping already (a failback's hand-over to the newer one, a clean stop)
         own = Activation(read_activation_sequence(self.lock_dir), self.won_vote, membership.connector)
         for member in membership.members:
             if member.node_id != node or member.reached_at == membership.connector:

@@ -324,22 +324,7 @@ def soak(make: Callable[[ExitStack, Path], Setup], tmp_path: Path) -> None:
         assert not problems, f"{mode.mode}, seed {seed}: {problems}\nschedule: {mode.schedule}"
 
 
-# Quorum voting loses confirmed sends under a pause (seed 7): a primary paused past its backup's vote
-# wakes up; its vote to stay active finds no voter (its cluster links are still down) and is retried;
-# meanwhile its backup, active with a newer journal, is killed; the retry is won (the voters see the
-# primary at its connector again) and the primary goes on with the older journal: what the backup
-# confirmed while active is set aside when it copies from the primary again. A voter would have to
-# know the node id's newest activation to refuse; until then this mode is expected to fail sometimes.
-QUORUM_LOSES_UNDER_A_PAUSE = pytest.mark.xfail(
-    reason="quorum voting: a woken primary may win its stay-active vote after its newer backup died "
-    "(AMQP_MIRROR_SOAK_SEED=7)",
-    strict=False,
-)
-
-
-@pytest.mark.parametrize(
-    "mode", [pytest.param(m, marks=QUORUM_LOSES_UNDER_A_PAUSE) if m == "quorum" else m for m in MODES]
-)
+@pytest.mark.parametrize("mode", MODES)
 def test_no_confirmed_send_is_lost_and_never_two_actives_under_a_fault_schedule(
     mode: str, tmp_path: Path
 ) -> None:
