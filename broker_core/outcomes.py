@@ -169,7 +169,13 @@ class Outcomes:
             view = MessageView(msg.payload)
             if reason == AckReason.EXPIRED:  # the copy must not expire again on arrival, nor be mirrored
                 payload = view.with_header(_without_ttl(view))
-                self.router.route(target, payload, MessageView(payload), no_expiry=True, cause=EXPIRY_COPY)
+                # Each side makes its own copy; it keeps its original's identity (as a mirrored dead
+                # letter has one identity on both sides), so a mirrored acknowledgement of one side's
+                # copy settles the other's, and a DR reconciliation pairs the two copies.
+                origin = (msg.origin_broker_id, msg.mirror_id)
+                self.router.route(
+                    target, payload, MessageView(payload), no_expiry=True, cause=EXPIRY_COPY, origin=origin
+                )
             else:  # a dead-letter copy is an ordinary routing, and is mirrored
                 self.router.route(target, msg.payload, view, cause=cause)
         else:

@@ -129,6 +129,8 @@ TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest
     "artemis/": "peers",
     "spark_dr/": "spark",
     "spark_dr/test_artemis_export.py": "pure",
+    "spark_dr/test_survivor_operations.py": "pure",
+    "spark_dr/test_history.py": "pure",
     "installed/": "installed",
     "test_layers.py": "pure",
     "test_engine.py": "pure",
