@@ -131,6 +131,7 @@ TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest
     "spark_dr/test_artemis_export.py": "pure",
     "spark_dr/test_survivor_operations.py": "pure",
     "spark_dr/test_history.py": "pure",
+    "spark_dr/test_repair_payloads.py": "pure",
     "installed/": "installed",
     "test_layers.py": "pure",
     "test_engine.py": "pure",
