@@ -31,7 +31,7 @@ from typing import Any
 from broker_core.amqp.codec import DecodeError
 
 from . import payloads
-from .plan import DEAD_LETTER, DELETE, REMOVAL, plan_id
+from .plan import DEAD_LETTER, DELETE, EXPIRE, REMOVAL, plan_id
 from .repair_log import RepairLog
 from .survivor import RELEASE, Refused, Seen, Survivor
 
@@ -238,7 +238,7 @@ class QueueRepair:
             elif identity in earlier:
                 self.outcome.already_removed += 1
             else:
-                self._not_found(identity)
+                self._not_found(identity, action)
 
     def _no_dead_letter_queue(self, address: str | None, count: int) -> str:
         if address is None:
@@ -250,10 +250,11 @@ class QueueRepair:
             f"(a removed message is kept there for you, and would be dropped): {fix} and run repair again"
         )
 
-    def _not_found(self, identity: str) -> None:
+    def _not_found(self, identity: str, action: str) -> None:
+        since = "expired there too, or consumed" if action == EXPIRE else "consumed there"
         self.outcome.problems.append(
-            f"remove {identity} from queue {self.queue}: not found on the survivor (consumed there since "
-            "the plan, so delivered on both sides, or removed by hand)"
+            f"remove {identity} from queue {self.queue}: not found on the survivor ({since} since the plan, "
+            "so delivered on both sides, or removed by hand, or out to a consumer)"
         )
 
     def _resend(self, resends: Entries, bodies: dict[tuple[str, str], bytes]) -> int:
