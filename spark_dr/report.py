@@ -139,7 +139,10 @@ def console_summary(result: dict[str, Any]) -> str:
 
 
 def _class_counts(result: dict[str, Any]) -> list[str]:
-    out = [f"{label(cls)}: {result['counts'][cls]}" for cls in CLASSES]
+    counts = result["counts"]  # what the mirror does not carry, only when there is some
+    out = [
+        f"{label(cls)}: {counts.get(cls, 0)}" for cls in CLASSES if cls != "not_mirrored" or counts.get(cls)
+    ]
     copies = sum(result.get("repaired", {}).values())
     if copies:
         out[0] += f" (of which {copies} repaired copies)"
