@@ -1,10 +1,11 @@
 """``amqp-mirror repair --plan P --broker URL``: apply a repair plan to the surviving broker over AMQP.
 
 Per queue of the plan, reached as ``address::queue`` (``survivor``): each removal takes the survivor's
-own message named in the plan (``survivor_id``) with management, an acknowledgement with reason
-killed: moved to the queue's dead-letter address when the failed side consumed it (kept for the
-operator; refused, and said, when that address has no queue to keep it), deleted when the failed side
-dead-lettered or expired it (its own copy of it is re-sent). Then the queue is scanned (every message
+own message named in the plan (``survivor_id``) with management, as the failed side settled it
+(``plan.REMOVAL``): moved to the queue's dead-letter address when the failed side consumed it (kept
+for the operator; refused, and said, when that address has no queue to keep it), deleted when it
+dead-lettered it (its dead letter, a message of its own, is re-sent), expired when it expired it (the
+survivor makes its own expiry copy). Then the queue is scanned (every message
 received unsettled, credit = its message count from management, and released, not a delivery attempt)
 for the copies an earlier run re-sent (a message carrying its identity in the repair annotation), and
 each re-send not already there is sent as the failed side stored it, plus that annotation
