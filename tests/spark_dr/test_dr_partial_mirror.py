@@ -18,6 +18,9 @@ what the survivor must hold once repaired, queue by queue, and the test drains e
    queue once; one DC1 expired expired on DC2 too, its copy in the expiry queue once; the messages that
    expired on both sides there once each; the messages DC1 consumed moved to DC2's dead-letter queue.
    Reconciled again: in sync.
+
+And a broker that served alone, then gained a mirror that carries neither acknowledgements nor queue
+creations: what the mirror never carried is not mirrored, whatever the other side's dedup mark says.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from tests.mirror.test_dual_mirror import depth, mirror_xml, status
 from tests.peers.ports import WaitTimeout, free_port, wait_until
 from tests.spark_dr.conftest import need_spark
 from tests.support.broker import BrokerProcess
-from tests.support.client import connect
+from tests.support.client import Capabilities, connect
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -308,3 +311,51 @@ def depths_of(b: BrokerProcess) -> dict[str, int]:
 
 def same(a: BrokerProcess, b: BrokerProcess) -> bool:
     return all(depth(a, q) == depth(b, q) for q in ("orders", "news.eu", "news.us", "short"))
+
+
+def test_a_mirror_added_later_with_acks_and_queue_creation_not_mirrored(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """DC1 serves alone, then gains a mirror to DC2 with ``message-acknowledgements="false"`` and
+    ``queue-creation="false"``: its messages from before the mirror, and those on a queue it created
+    since (never created on DC2), are DC1's only though DC2's dedup mark is past their ids (ids of one
+    origin rise across everything it did): not mirrored, not settled on DC2. A consumption on DC1 stays
+    there (its ack is not mirrored): settled on DC1 only, the message still live on DC2."""
+    need_spark()
+    p1, p2 = free_port(), free_port()
+    dc2 = BrokerProcess(tmp_path / "dc2", name="dc2", port=p2, xml_kwargs={"addresses": ADDRESSES}).start()
+    dc1 = BrokerProcess(tmp_path / "dc1", name="dc1", port=p1, xml_kwargs={"addresses": ADDRESSES}).start()
+    try:
+        t = Truth()
+        early = t.send(dc1, "DC1", "short", 3, "before")  # before the mirror
+        assert dc1.stop() == 0
+        attrs = 'message-acknowledgements="false" queue-creation="false"'
+        dc1.xml_kwargs = {"addresses": ADDRESSES, "extra": mirror_xml("DC2", p2, attrs)}
+        dc1.write_config()
+        dc1.start()
+        wait_until(lambda: "AMQ111003" in dc1.log(), 20, "the mirror to connect")
+        t.send(dc1, "DC1", "orders", 4, "after")
+        with connect(dc1.url) as conn:  # an anycast queue created on DC1 only
+            conn.create_sender("auto", options=Capabilities("queue")).close()
+        auto = t.send(dc1, "DC1", "auto", 2, "after")
+        (consumed,) = take(dc1, "orders", 1)
+        wait_until(lambda: drained(dc1) and depth(dc2, "orders") == 4, 20, "the mirror to catch up")
+        assert depth(dc2, "short") == 0 and depth(dc2, "auto") == -1  # nothing of them reached DC2
+
+        code, result = reconcile(tmp_path, dc1, dc2, "later", spark)
+        assert code == 3, counts(result)  # DC2 still holds what DC1 consumed
+        assert counts(result) == {
+            ("not_mirrored", "DC1"): 3 + 2,
+            ("acked_one_side", "DC1"): 1,
+            ("in_sync", None): 3,
+        }
+        plan = json.loads((tmp_path / "report-later" / "repair-plan.json").read_text())
+        tag_of = {e["identity"]: e["queue"] for e in plan["not_mirrored"]}
+        assert sorted(tag_of.values()) == ["auto"] * len(auto) + ["short"] * len(early)
+        assert [(e["queue"], e["how"]) for e in plan["remove"]] == [("orders", "consumed")] and not plan[
+            "resend"
+        ]
+        assert consumed not in early
+    finally:
+        dc1.kill()
+        dc2.stop()
