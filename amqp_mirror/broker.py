@@ -12,16 +12,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Container
+from typing import Any, Protocol
 
 from broker_core.acceptor import Listener
-from broker_core.config.model import AmqpConnection, BrokerConfig
+from broker_core.amqp.connection import Connection
+from broker_core.config.model import AmqpConnection, BrokerConfig, HaRole
+from broker_core.errors import NotAllowed
+from broker_core.inbound_attach import Termini
+from broker_core.inbound_links import LinkConsumer
 from broker_core.management import BROKER, Management, ManagementService
 from broker_core.message import MessageView
+from broker_core.queues import Address
 from broker_core.server import Server
 from broker_core.server_management import add_server_operations
-from broker_core.services import Services
+from broker_core.services import Peer, Services
 from broker_core.turn import Turn
 from connections.manager import BrokerConnectionManager
 from connections.policies import LinkPolicy
@@ -32,6 +37,16 @@ from mirror.wire import MIRROR_ADDRESS_PREFIX
 
 ACK_RETRY_INTERVAL = 0.1  # Artemis's mirror-ack-manager-retry-delay default (100 ms)
 WRITE_RETRY_INTERVAL = 1.0  # after a full disk, how often the held journal writes are tried again
+
+
+class HaControl(Protocol):
+    """What a broker's management asks of the HA controller that runs it (amqp_mirror/ha.py)."""
+
+    role: HaRole
+
+    def status(self) -> dict[str, object]: ...
+
+    async def force_failover(self) -> None: ...
 
 
 class Broker:
@@ -47,11 +62,12 @@ class Broker:
         self.listener: Listener | None = None
         self.connections: BrokerConnectionManager | None = None
         self.mirror_target: MirrorTarget | None = None
+        self.mirror_links: MirrorLinks | None = None
         self._retry_timer: asyncio.TimerHandle | None = None
         self._disk_timer: asyncio.TimerHandle | None = None
         self._write_retry: asyncio.TimerHandle | None = None
         self.on_started: list[Callable[[Broker], None]] = []
-        self.ha: Any = None  # its HA controller (amqp_mirror/ha.py), under an HA policy
+        self.ha: HaControl | None = None  # its HA controller, under an HA policy
 
     async def start(self) -> None:
         """Recover, listen, then connect out."""
@@ -77,6 +93,10 @@ class Broker:
         add_server_operations(self.management, server)
         self.connections.add_operations(self.management)
         self.management.add_operation(BROKER, "getMirrorStatus", lambda _, __: self.mirror_status())
+        target = self.mirror_target
+        self.management.add_operation(
+            BROKER, "forgetMirrorRemote", lambda _, params: target.forget_remote(str(params[0]))
+        )
         self._add_ha_operations()
         self._retry_timer = self.loop.call_later(ACK_RETRY_INTERVAL, self._retry_acks)
         server.space_listeners.append(self._space_changed)
@@ -106,7 +126,7 @@ class Broker:
         ha = self.ha
         op = self.management.add_operation
         op(BROKER, "getHAStatus", lambda _, __: ha.status() if ha is not None else {"policy": "primary-only"})
-        op(BROKER, "isBackup", lambda _, __: ha is not None and str(ha.role) == "backup")
+        op(BROKER, "isBackup", lambda _, __: ha is not None and ha.role == HaRole.BACKUP)
         op(BROKER, "isActive", lambda _, __: self.server.started)
         # Artemis's isReplicaSync: a replicated server whose replica is synchronized with it
         op(BROKER, "isReplicaSync", lambda _, __: ha is not None and ha.status().get("synchronized") is True)
@@ -114,8 +134,9 @@ class Broker:
         def force_failover(_: str, __: list[Any]) -> bool:
             if ha is None:
                 raise ValueError("forceFailover needs an HA policy (shared-store or replication)")
+            control = ha
             # after this reply is written: the stop closes every connection, the requester's too
-            self.loop.call_later(0.1, lambda: self.loop.create_task(ha.force_failover()))
+            self.loop.call_later(0.1, lambda: self.loop.create_task(control.force_failover()))
             return True
 
         op(BROKER, "forceFailover", force_failover)
@@ -127,19 +148,28 @@ class Broker:
         def authorize(user: str | None) -> None:
             server.check(user, server.config.management_address, "manage")
 
-        def authorize_reply(user: str | None, address: str) -> None:
+        def authorize_reply(peer: Peer, address: str) -> None:
+            """A reply goes where its requester could send it: never to the broker's own addresses
+            (internal ones, the mirror prefix, a service's), into a temporary queue only if it is the
+            requester's own (a dynamic receiver on its connection), elsewhere only with send permission."""
+            Termini(server, peer.acceptor, self.services).check_reachable(address)
             reply = server.addresses.get(address)
-            if reply is None or not reply.temporary:  # a client's own temporary queue takes its replies
-                server.check(user, address, "send")
+            if reply is None or not reply.temporary:
+                server.check(peer.user, address, "send")
+            elif not _own_temporary(reply, peer.conn):
+                raise NotAllowed(f"address {address} is a temporary queue of another connection")
 
         def send_reply(address: str, payload: bytes) -> None:
             server.router.route(address, payload, MessageView(payload))
 
         management = ManagementService(self.management, authorize, authorize_reply, send_reply)
         self.services.register(server.config.management_address, management)
-        self.services.register_prefix(MIRROR_ADDRESS_PREFIX, MirrorLinks(server, self.mirror_target))
+        self.mirror_links = MirrorLinks(server, self.mirror_target, clock=self.loop.time)
+        self.services.register_prefix(MIRROR_ADDRESS_PREFIX, self.mirror_links)
 
     def _retry_acks(self) -> None:
+        if self.mirror_links is not None:  # first: an ack retry matches a message released just now
+            self.mirror_links.tick()
         if self.mirror_target is not None:
             self.mirror_target.retry_acks()
         self._retry_timer = self.loop.call_later(ACK_RETRY_INTERVAL, self._retry_acks)
@@ -166,6 +196,32 @@ class Broker:
             return next(iter(self.listener.bound.values()))[1]
         return self.listener.bound[acceptor][1]
 
+    def quiesce(self, keep: Container[object] = ()) -> None:
+        """The first part of a stop: no new connection, no broker connection, and every client closed but
+        the engines in `keep` (a replica's stream, which takes the last batches before the stop)."""
+        if self.connections is not None:
+            self.connections.stop()
+        if self.listener is not None:
+            self.listener.stop_accepting()
+            self.listener.close_clients(keep)
+
+    def isolate(self) -> None:
+        """Stop serving, the journal kept (the network check found this server isolated): no acceptor, no
+        client, no broker connection, until `serve_again`."""
+        if self.connections is not None:
+            self.connections.stop()
+        if self.listener is not None:
+            self.listener.stop_accepting()
+            self.listener.close_clients(())
+
+    async def serve_again(self) -> None:
+        """After `isolate`: the acceptors listen again (bound anew) and the broker connections start."""
+        if self.listener is not None:
+            self.listener.servers.clear()  # closed by isolate(): start() binds them anew
+            await self.listener.start()
+        if self.connections is not None:
+            self.connections.start()
+
     async def stop(self) -> None:
         if not self.server.started:
             return
@@ -182,3 +238,10 @@ class Broker:
 
 def _mirror_sources(server: Server, connection: AmqpConnection) -> list[LinkPolicy]:
     return [MirrorSource(server, connection, m) for m in connection.mirrors]
+
+
+def _own_temporary(address: Address, conn: Connection) -> bool:
+    """Whether a temporary address is `conn`'s: every queue on it consumed only by links of `conn` (a
+    dynamic receiver's queue lives as long as its link)."""
+    consumers = [c for q in address.queues for c in q.consumers]
+    return bool(consumers) and all(isinstance(c, LinkConsumer) and c.host.conn is conn for c in consumers)

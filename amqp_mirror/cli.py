@@ -10,7 +10,8 @@ from importlib import metadata
 from pathlib import Path
 
 from broker_core.config import ConfigError, load_config
-from broker_core.config.check import check_config_main
+from broker_core.config.check import check_config_main, format_problem, print_problems
+from broker_core.config.errors import count
 
 DESCRIPTION = """\
 An AMQP 1.0 message broker configured with Apache ActiveMQ Artemis's broker.xml, with Artemis's broker
@@ -82,13 +83,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     _setup_logging(args.log_level, args.log_format)
     log = logging.getLogger("amqp-mirror")
     try:
-        cfg, warnings = load_config(args.config, strict=args.strict)
-    except ConfigError as exc:
-        for p in exc.problems:
-            print(str(p), file=sys.stderr)
+        cfg, problems = load_config(args.config, strict=args.strict)
+    except ConfigError as exc:  # as check-config prints it, and what did not happen last
+        print_problems(exc.problems, sys.stderr)
+        errors = [p for p in exc.problems if p.severity == "error"]
+        print(f"not started: {count(errors)}", file=sys.stderr)
         return USAGE_ERROR
-    for w in warnings:
-        log.warning("%s", w)
+    for problem in problems:
+        log.log(
+            logging.INFO if problem.severity == "note" else logging.WARNING, "%s", format_problem(problem)
+        )
     if args.data_dir:
         base = Path(args.data_dir).resolve()
         cfg = cfg.model_copy(
@@ -116,15 +120,28 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _cmd_connections(args: argparse.Namespace) -> int:
     from connections.cli import main as connections_main
 
-    if args.action in ("start", "stop") and not args.name:
-        print(f"amqp-mirror connections {args.action}: needs the connection's NAME", file=sys.stderr)
+    if args.action in ("start", "stop", "forget-remote") and not args.name:
+        what = "remote broker's ID" if args.action == "forget-remote" else "connection's NAME"
+        print(f"amqp-mirror connections {args.action}: needs the {what}", file=sys.stderr)
         return USAGE_ERROR
     return connections_main(args)
 
 
 def _cmd_ha(args: argparse.Namespace) -> int:
-    """`ha status` and `ha failover` over management; a passive server answers with where the active is."""
+    """`ha status` and `ha failover` over management; a passive server answers with where the active is.
+    `ha sequence` and `ha break-glass` read a stopped server's broker.xml (ha_admin.py)."""
     import json
+
+    if args.action in ("sequence", "break-glass"):
+        from .ha_admin import main as admin_main
+
+        if not args.config:
+            print(
+                f"amqp-mirror ha {args.action}: needs --config, the stopped server's broker.xml",
+                file=sys.stderr,
+            )
+            return USAGE_ERROR
+        return admin_main(args.action, args.config, args.node_id)
 
     from connections.cli import explain, request
     from connections.failover.client import Redirected
@@ -220,7 +237,11 @@ def parser() -> argparse.ArgumentParser:
 
     p = command("run", "run a broker from an Artemis broker.xml (until SIGTERM or SIGINT)")
     p.add_argument("--config", required=True, metavar="FILE", help="the broker.xml to run")
-    p.add_argument("--strict", action="store_true", help="refuse elements this broker does not implement yet")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse a file with any warning or note too (what has no effect here, a deprecated name, ...)",
+    )
     p.add_argument(
         "--data-dir",
         metavar="DIR",
@@ -236,9 +257,16 @@ def parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_run)
 
-    p = command("check-config", "validate a broker.xml: every problem as file:line, exit 2 on errors")
+    p = command(
+        "check-config",
+        "validate a broker.xml: every error, warning and note as file:line, exit 2 on errors",
+    )
     p.add_argument("file", help="the broker.xml to check")
-    p.add_argument("--strict", action="store_true", help="count elements not implemented yet as errors")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="count warnings and notes as errors (what has no effect here, a deprecated name, ...)",
+    )
     p.set_defaults(func=_cmd_check)
 
     p = command("demo", "two data centres mirroring each other on this machine, with traffic and a summary")
@@ -246,16 +274,35 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--log-level", default="WARNING", choices=LOG_LEVELS, type=str.upper, help="log threshold")
     p.set_defaults(func=_cmd_demo)
 
-    p = command("connections", "list, start or stop a running broker's broker connections (management)")
-    p.add_argument("action", choices=["list", "start", "stop"], help="what to do")
-    p.add_argument("name", nargs="?", help="the broker connection to start or stop")
+    p = command(
+        "connections",
+        "list, start or stop a running broker's broker connections, or forget which mirror address and "
+        "user a remote broker's mirror links come through (management)",
+    )
+    p.add_argument("action", choices=["list", "start", "stop", "forget-remote"], help="what to do")
+    p.add_argument(
+        "name", nargs="?", help="the broker connection to start or stop; the remote broker id to forget"
+    )
     p.add_argument("--url", default="amqp://127.0.0.1:5672", help="the broker's AMQP URL")
     p.add_argument("--user", help="a user with the manage permission")
     p.add_argument("--password", help="that user's password")
     p.set_defaults(func=_cmd_connections)
 
-    p = command("ha", "the HA role and state of a running broker, or make it fail over to its backup")
-    p.add_argument("action", choices=["status", "failover"], help="show the state, or forceFailover")
+    p = command(
+        "ha",
+        "the HA role and state of a running broker, or make it fail over to its backup; a stopped replicated "
+        "server's activation sequence, or break glass: let it activate with the journal it has",
+    )
+    p.add_argument(
+        "action",
+        choices=["status", "failover", "sequence", "break-glass"],
+        help="show the state; forceFailover; show the activation sequence (--config); break glass (--config, "
+        "--node-id)",
+    )
+    p.add_argument("--config", metavar="FILE", help="sequence, break-glass: the stopped server's broker.xml")
+    p.add_argument(
+        "--node-id", help="break-glass: the node id, typed back to say this is meant (`ha sequence` shows it)"
+    )
     p.add_argument("--url", default="amqp://127.0.0.1:5672", help="the broker's AMQP URL")
     p.add_argument("--user", help="a user with the manage permission")
     p.add_argument("--password", help="that user's password")
@@ -271,6 +318,10 @@ def parser() -> argparse.ArgumentParser:
         "--watch", type=float, metavar="SECONDS", help="refresh every SECONDS until interrupted (Ctrl-C)"
     )
     p.set_defaults(func=_cmd_status)
+
+    from . import admin
+
+    admin.add_commands(command)
 
     from spark_dr import cli as dr_cli  # imports pyspark only when a DR command runs
 

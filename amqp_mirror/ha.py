@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Container
 from pathlib import Path
 from typing import Protocol
 
 from broker_core.config.model import BrokerConfig, HaKind, HaRole
+from broker_core.ha import storage
 from broker_core.ha.lock_managers import LockManagerError
 from broker_core.ha.shared_store import SharedStore
 from broker_core.ha.states import Action, Event, State, next_step
@@ -25,6 +26,7 @@ from broker_core.journal.node_id import load_or_create_node_id
 from broker_core.passive import PassiveListener
 
 from .broker import Broker
+from .network_check import NetworkCheck, NetworkGuard, targets_of
 
 log = logging.getLogger("broker.ha")
 
@@ -75,6 +77,12 @@ class Coordinator(Protocol):
     def stopping(self, failover: bool) -> None:
         """This active server is about to stop: from now on it confirms nothing its partner may lack."""
 
+    def kept_connections(self) -> Container[object]:
+        """Stopping with a hand-over: the engines of the connections that must outlive the clients'."""
+
+    async def hand_over(self) -> None:
+        """Stopping, failing over, its clients gone: give the partner what it lacks, then the word."""
+
     def stop_failing_over(self) -> None:
         """The broker has stopped: let the partner take over."""
 
@@ -82,10 +90,23 @@ class Coordinator(Protocol):
         """About to stop without failover: the partner must stay passive."""
 
     def release(self) -> None: ...
+
+    def halt(self) -> None:
+        """This server halts: stop every thread of the coordinator's, tell nothing more to anyone."""
+
     def status(self) -> dict[str, object]: ...
 
     def backup_present(self) -> bool:
         """Active: whether a backup is there to take over (waiting on the shared store, or replicating)."""
+        ...
+
+    def counters(self) -> dict[str, int]:
+        """What the coordinator counts, for the metrics (replicas dropped for lagging)."""
+        ...
+
+    async def may_serve_again(self) -> bool:
+        """The network is back after an isolation: whether this active server may serve again (not if
+        another server took over its node id meanwhile)."""
         ...
 
 
@@ -98,6 +119,9 @@ class SharedStoreCoordinator:
         self.role = config.ha_policy.role
         self.allow_failback = config.ha_policy.allow_failback
         directory = Path(config.node_manager_lock_directory or config.journal_directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        for finding in storage.check(directory):
+            log.warning("%s: %s: %s", finding.log_id, config.name, finding.what)
         node_id = load_or_create_node_id(Path(config.journal_directory))
         self.store = SharedStore(directory, controller.broker.server.data_lock, node_id)
         self.poll_every = POLL
@@ -134,6 +158,12 @@ class SharedStoreCoordinator:
     def stopping(self, failover: bool) -> None:
         pass  # one store: nothing to tell a partner that the lock files do not say
 
+    def kept_connections(self) -> Container[object]:
+        return ()
+
+    async def hand_over(self) -> None:
+        pass  # one store: the backup reads what the journal holds
+
     def stop_failing_over(self) -> None:
         self.store.stop_failing_over()
 
@@ -143,11 +173,20 @@ class SharedStoreCoordinator:
     def release(self) -> None:
         self.store.release()
 
+    def halt(self) -> None:
+        pass  # lock files only: what is held goes with the process
+
     def status(self) -> dict[str, object]:
         return {"sharedState": self.store.state()}
 
     def backup_present(self) -> bool:
         return self.store.backup_waiting()
+
+    def counters(self) -> dict[str, int]:
+        return {}
+
+    async def may_serve_again(self) -> bool:
+        return True  # it kept the primary lock: nobody else took over
 
 
 class HaController:
@@ -165,6 +204,13 @@ class HaController:
         self.policy = config.ha_policy
         self.role = self.policy.role
         self.state = State.STARTING
+        # the network isolation check: an active server stops serving while isolated, a passive one never
+        # activates then (broker_core/ha/isolation.py)
+        self.network = NetworkCheck(config.name, targets_of(config), loop)
+        self.guard = NetworkGuard(
+            self.network, lambda: self.broker if self.state == State.ACTIVE else None, self._may_serve_again
+        )
+        self._said_isolated = False
         self.broker = self._new_broker()
         self.coordinator = self._new_coordinator()
         other = config.ha_partner()
@@ -185,27 +231,45 @@ class HaController:
         self.prepare(broker)
         return broker
 
-    def _new_coordinator(self) -> Coordinator:
+    def _new_coordinator(self, stepped_down: bool = False) -> Coordinator:
         if self.policy.kind == HaKind.REPLICATION:
             from .ha_replication import ReplicationCoordinator
 
-            return ReplicationCoordinator(self)
+            replication = ReplicationCoordinator(self, stepped_down)
+            replication.healthy = lambda: self.network.healthy  # an isolated server's votes are lost
+            return replication
         return SharedStoreCoordinator(self)
 
     # ------------------------------------------------------------------------------- driving
 
     async def start(self) -> None:
+        self.network.start()
         await self.on(Event.START)
 
     async def stop(self) -> None:
+        self.network.stop()
         await self.on(Event.STOP)
+
+    async def _may_serve_again(self) -> bool:
+        if await self.coordinator.may_serve_again():
+            return True
+        log.warning(
+            "AMQ951112: %s finds another server active with its node id after its isolation: it stops, "
+            "to rejoin as its backup",
+            self.config.name,
+        )
+        self.rejoin = "another server took over its node id while it was isolated"
+        await self.stop()
+        return False
 
     async def force_failover(self) -> None:
         self.rejoin = "it failed over to its backup on request"
         await self.on(Event.FORCE_FAILOVER)
 
     async def on(self, event: Event) -> None:
-        step = next_step(self.role, self.state, event, failover_on_shutdown=self.policy.failover_on_shutdown)
+        # a replicated server's clean stop always hands over to its synchronized replica (not configurable)
+        failover = self.policy.failover_on_shutdown or self.policy.kind == HaKind.REPLICATION
+        step = next_step(self.role, self.state, event, failover_on_shutdown=failover)
         if step.action == Action.NONE and step.state == self.state:
             return
         level = logging.INFO if step.state != self.state else logging.DEBUG  # a retry is not news
@@ -242,7 +306,7 @@ class HaController:
     async def _do(self, action: Action) -> None:
         name = self.config.name
         say = _SAY.get((self.role, action))
-        if say:
+        if say and action != Action.ANNOUNCE_ACTIVE:
             log.info(say, name)
         if action == Action.WAIT_FOR_LOCK:
             self._waiting_since = self.loop.time()
@@ -255,16 +319,16 @@ class HaController:
             await self._activate()
         elif action == Action.ANNOUNCE_ACTIVE:
             self.coordinator.activated(self.broker)
+            if say:  # said once it is so where the pair looks (L written: a fence from now on is seen)
+                log.info(say, name)
             self._every(lambda: self.coordinator.watch_every, self.coordinator.watch)
         elif action == Action.STEP_DOWN:
             log.info("AMQ221002: backup %s stepping down: its primary is back (allow-failback)", name)
-            self.coordinator.stopping(failover=True)
-            await self._close_broker()
-            self.coordinator.stop_failing_over()  # the lock goes to the primary, which waits for it
+            await self._stop_handing_over()  # the lock goes to the primary, which waits for it
             if self.policy.restart_backup:
                 self.coordinator.release()
                 self.broker = self._new_broker()
-                self.coordinator = self._new_coordinator()
+                self.coordinator = self._new_coordinator(stepped_down=True)
                 await self.on(Event.STEPPED_DOWN)
             else:
                 self.rejoin = "it stepped down for its primary (failback; restart-backup is false)"
@@ -272,10 +336,8 @@ class HaController:
         elif action == Action.HALT:
             await self._halt()
         elif action == Action.STOP_FAILING_OVER:
-            log.info("AMQ221008: %s stopping; its backup takes over", name)
-            self.coordinator.stopping(failover=True)
-            await self._close_broker()
-            self.coordinator.stop_failing_over()
+            log.info("AMQ221008: %s stopping; its backup, if it has one, takes over", name)
+            await self._stop_handing_over()
             await self.on(Event.STOPPED)
         elif action == Action.STOP_PAUSED:
             log.info("AMQ221001: %s stopping; its backup stays passive (failover-on-shutdown false)", name)
@@ -284,6 +346,7 @@ class HaController:
             await self._close_broker()
             await self.on(Event.STOPPED)
         elif action == Action.EXIT:
+            self.network.stop()
             self._cancel()
             await self._close_passive()
             self.coordinator.release()
@@ -298,7 +361,7 @@ class HaController:
                     )
                     self.on_exit(EXIT_REJOIN, "")
                 else:
-                    self.on_exit(0, "stopped")
+                    self.on_exit(0, "")
 
     async def _go_passive(self) -> None:
         if self.passive is None:
@@ -323,18 +386,33 @@ class HaController:
         await self.on(Event.ACTIVATED)
 
     async def _halt(self) -> None:
-        """The lock is not ours: stop serving now, before anything else is written."""
+        """The lock is not ours: stop serving now, before anything else is written (the journal may be
+        another server's from now on). The CRITICAL line that led here says why: nothing more is said,
+        and no thread of this server's calls into the loop once it is closed."""
         self._cancel()
+        journal = self.broker.server.journal
+        if journal is not None:
+            journal.abandon()
+        self.coordinator.halt()
         await self._close_passive()
         listener = self.broker.listener
         if listener is not None:
             listener.stop_accepting()
             await listener.close_connections()
-        self.on_exit(1, f"{self.config.name} halted: its lock is no longer its own")
+        self.on_exit(1, "")
 
     async def _close_broker(self) -> None:
         self._cancel()
         await self.broker.stop()
+
+    async def _stop_handing_over(self) -> None:
+        """Clients first (what they sent is in the journal or in doubt), then the partner gets the last
+        batches and the word to take over, then the broker stops and the lock goes."""
+        self._cancel()
+        self.broker.quiesce(self.coordinator.kept_connections())
+        await self.coordinator.hand_over()
+        await self._close_broker()
+        self.coordinator.stop_failing_over()
 
     # -------------------------------------------------------------------------------- timers
 
@@ -367,6 +445,15 @@ class HaController:
             self._timer = None
 
     async def _poll(self) -> Event | None:
+        if not self.network.healthy:  # never activate while isolated; a lock is not even tried
+            if not self._said_isolated:
+                self._said_isolated = True
+                log.warning(
+                    "AMQ951104: %s is isolated from the network (network-check-list): it will not activate",
+                    self.config.name,
+                )
+            return None
+        self._said_isolated = False
         event = await self.coordinator.poll()
         if self.role == HaRole.BACKUP:
             return event

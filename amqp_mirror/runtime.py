@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+from collections.abc import Callable
 
 from broker_core import compiled
 from broker_core.config.model import BrokerConfig
@@ -17,7 +18,8 @@ from broker_core.journal.errors import JournalError
 
 from .broker import Broker
 from .ha import EXIT_REJOIN, HaController, uses_ha
-from .ops import status
+from .network_check import NetworkCheck, NetworkGuard, targets_of
+from .ops import status, users
 from .ops.node import Node
 from .ops.service import Operations
 
@@ -48,16 +50,21 @@ def run(configs: list[BrokerConfig]) -> int:
 
     def on_exit(code: int, why: str) -> None:  # an HA controller ended its broker (halted, stepped down)
         exit_codes.append(code)
-        if code and code != EXIT_REJOIN:
+        if why:  # a halt has said why already, in its one CRITICAL line
             failed.append(why)
         stop.set()
 
     def prepare(broker: Broker) -> None:
         broker.turn.on_fatal = on_fatal
         broker.on_started.append(status.install)  # `amqp-mirror status` asks it (getBrokerStatus)
+        broker.on_started.append(users.install)  # addUser, ..., reloadConfigurationFile
 
     controllers = [HaController(c, loop, on_exit, prepare) for c in configs if uses_ha(c)]
     brokers = [Broker(c, loop) for c in configs if not uses_ha(c)]
+    # a broker outside a pair checks the network too: isolated, it stops serving until it is back
+    checks = [NetworkCheck(b.config.name, targets_of(b.config), loop) for b in brokers]
+    for broker, check in zip(brokers, checks, strict=True):
+        NetworkGuard(check, _always(broker))
     nodes = [Node(c.config, ha=c) for c in controllers] + [Node(b.config, broker=b) for b in brokers]
     ops = Operations(loop, nodes)
 
@@ -68,8 +75,9 @@ def run(configs: list[BrokerConfig]) -> int:
     async def main() -> None:
         try:
             await ops.start_endpoints()
-        except OSError as exc:  # the metrics port in use
-            failed.append(f"cannot serve metrics: {exc}")
+        except (OSError, ValueError) as exc:  # the metrics or console port in use, an unreadable certificate
+            failed.append(f"cannot serve metrics or the console: {exc}")
+            await ops.stop()
             return
         for b in brokers:
             try:
@@ -81,6 +89,8 @@ def run(configs: list[BrokerConfig]) -> int:
                     await started.stop()
                 await ops.stop()
                 return
+        for check in checks:
+            check.start()
         for controller in controllers:
             try:
                 await controller.start()
@@ -94,6 +104,8 @@ def run(configs: list[BrokerConfig]) -> int:
         ops.started()
         await stop.wait()
         ops.stopping()
+        for check in checks:
+            check.stop()
         for controller in controllers:
             try:
                 await controller.stop()
@@ -111,12 +123,16 @@ def run(configs: list[BrokerConfig]) -> int:
     finally:
         with contextlib.suppress(Exception):
             loop.close()
-    if failed:
+    if failed or any(code not in (0, EXIT_REJOIN) for code in exit_codes):
         for line in failed:
             log.error("%s", line)
         return 1
     log.info("shutdown complete")
     return EXIT_REJOIN if EXIT_REJOIN in exit_codes else 0
+
+
+def _always(broker: Broker) -> Callable[[], Broker | None]:
+    return lambda: broker
 
 
 def tune_gc() -> None:

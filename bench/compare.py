@@ -87,14 +87,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"comma-separated subset of {SYSTEMS}, or {METERED}: ours with metrics on, scraped every second",
     )
     parser.add_argument("--json", type=Path, help="also write every sample to this file")
+    parser.add_argument(
+        "--installed",
+        action="append",
+        default=[],
+        metavar="NAME=VENV",
+        help="also measure the broker pip-installed in VENV as system NAME (repeatable; e.g. a compiled and "
+        "a plain install of one wheel): run by VENV's python, without this checkout on its path",
+    )
     return parser.parse_args(argv)
 
 
-def ours_command(metrics_port: int | None = None) -> str:
-    """Our broker as the harness starts it: fresh bench-* addresses become durable anycast queues."""
+def ours_command(metrics_port: int | None = None, venv: Path | None = None) -> str:
+    """Our broker as the harness starts it: fresh bench-* addresses become durable anycast queues. With
+    `venv`: the broker installed there, its python started without PYTHONPATH (so not from this checkout)."""
     launcher = Path(__file__).resolve().parent / "ours_broker.py"
     extra = f" {metrics_port}" if metrics_port else ""
-    return f"{shlex.quote(sys.executable)} {shlex.quote(str(launcher))} {{workdir}} {{port}}{extra}"
+    python = (
+        shlex.quote(sys.executable)
+        if venv is None
+        else f"env -u PYTHONPATH {shlex.quote(str(venv / 'bin' / 'python'))}"
+    )
+    return f"{python} {shlex.quote(str(launcher))} {{workdir}} {{port}}{extra}"
 
 
 @contextmanager
@@ -134,8 +148,12 @@ def _throughput(endpoint: Endpoint, args: argparse.Namespace, count: int) -> Thr
 def measure(system: str, round_no: int, args: argparse.Namespace) -> Sample:
     """Start ``system``, warm it up, measure one throughput (and latency) phase, stop it."""
     metrics_port = free_port() if system == METERED else None
-    ours = system in ("ours", METERED)
-    target, command = ("url:amqp://127.0.0.1:{port}", ours_command(metrics_port)) if ours else (system, None)
+    installed = dict(i.split("=", 1) for i in args.installed)
+    ours = system in ("ours", METERED) or system in installed
+    venv = Path(installed[system]) if system in installed else None
+    target, command = (
+        ("url:amqp://127.0.0.1:{port}", ours_command(metrics_port, venv)) if ours else (system, None)
+    )
     with open_target(target, command) as endpoint, scraping(metrics_port):
         if args.warmup:
             _throughput(endpoint, args, args.warmup)
@@ -217,7 +235,10 @@ def table(samples: list[Sample], systems: list[str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     systems = [s for s in args.systems.split(",") if s]
-    unknown = set(systems) - {*SYSTEMS, METERED}
+    if any("=" not in i for i in args.installed):
+        raise SystemExit("--installed needs NAME=VENV")
+    systems += [i.split("=", 1)[0] for i in args.installed]
+    unknown = set(systems) - {*SYSTEMS, METERED, *(i.split("=", 1)[0] for i in args.installed)}
     if unknown:
         raise SystemExit(f"unknown systems {sorted(unknown)}; choose from {(*SYSTEMS, METERED)}")
     print(f"ours: {compiled.status()}", flush=True)  # a stale build means plain Python is measured

@@ -3,13 +3,22 @@ on loopback; replication with a real three-node ZooKeeper ensemble).
 
     .venv/bin/python bench/ha_bench.py --failover shared-store --rounds 10
     .venv/bin/python bench/ha_bench.py --failover replication --rounds 10      # session-ms 2000
+    .venv/bin/python bench/ha_bench.py --failover replication --how stop --rounds 10
+    .venv/bin/python bench/ha_bench.py --failover replication --how stop-lagging --rounds 10
     .venv/bin/python bench/ha_bench.py --throughput 30000 --repeat 3           # replicated ÷ lone primary
 
-Failover: from kill -9 of the active primary to the first durable message Accepted by the backup, median
-of `--rounds` fresh pairs. The client tries a connect and a send every `--poll` ms (10) after the kill,
-so the figure includes up to that much of its own waiting and a connection's set-up. Shared store: the
-backup polls the primary lock every 100 ms, then recovers the journal. Replication: the backup takes the
-lock once the primary's ZooKeeper session has expired (session-ms 2000 here; 18000 by default).
+Failover: from the failure of the active primary to the first durable message Accepted by the backup,
+median of `--rounds` fresh pairs. The client tries a connect and a send every `--poll` ms (10) after the
+failure, so the figure includes up to that much of its own waiting and a connection's set-up. `--how`:
+- kill (kill -9). Shared store: the backup polls the primary lock every 100 ms, then recovers the
+  journal. Replication: the backup takes the lock once the primary's ZooKeeper session has expired
+  (session-ms 2000 here; 18000 by default);
+- stop (SIGTERM, a clean stop): a replicated primary hands over to its synchronized backup (shared
+  store: with failover-on-shutdown);
+- stop-lagging: the same, while the backup lags: it is paused (SIGSTOP) while `--burst` messages are
+  sent without waiting (journalled and streamed, their confirmations held for the backup), the primary
+  is stopped, and the backup resumes `--lag` ms later; the hand-over waits for it to have every batch,
+  so the figure includes the lag and the catch-up.
 
 Throughput: rhea sends `--throughput` durable 1 KiB messages to a lone primary (no HA) and to a
 replicated primary with its backup synchronized (each confirmation waits for the backup too), in
@@ -19,9 +28,13 @@ alternation, `--repeat` rounds; the ratio is computed round by round.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import signal
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -47,11 +60,18 @@ def synchronized(primary: BrokerProcess) -> bool:
 
 def pair(policy: str, home: Path, zk: str, n: int) -> tuple[BrokerProcess, BrokerProcess]:
     if policy == "shared-store":
-        return shared_pair(home)
+        return shared_pair(home, "<failover-on-shutdown>true</failover-on-shutdown>")
     return replicated_pair(home, zk, f"bench{n}")
 
 
-def failover_round(policy: str, home: Path, zk: str, n: int, backlog: int, poll: float) -> float:
+def resume(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # killed at the end of a round meanwhile
+        os.kill(pid, signal.SIGCONT)
+
+
+def failover_round(
+    policy: str, home: Path, zk: str, n: int, backlog: int, poll: float, how: str, burst: int, lag: float
+) -> float:
     primary, backup = pair(policy, home, zk, n)
     primary.start()
     backup.start()
@@ -60,8 +80,17 @@ def failover_round(policy: str, home: Path, zk: str, n: int, backlog: int, poll:
             wait_until(lambda: synchronized(primary), 60, "the backup to synchronize")
         if backlog:
             send(primary.url, "orders", [f"m{i}" for i in range(backlog)])
+        assert primary.proc is not None and backup.proc is not None
+        if how == "stop-lagging":
+            os.kill(backup.proc.pid, signal.SIGSTOP)
+            Rhea().start_send(primary.url, "orders", burst, size=1024, durable=True, timeout=30)
+            time.sleep(0.5)  # the burst journalled and streamed, its confirmations held for the backup
+            threading.Timer(lag, resume, (backup.proc.pid,)).start()
         t0 = time.monotonic()
-        primary.kill()
+        if how == "kill":
+            primary.kill()
+        else:
+            primary.proc.send_signal(signal.SIGTERM)
         while True:
             try:
                 send(backup.url, "orders", ["after"])
@@ -101,6 +130,9 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--failover", choices=["shared-store", "replication"])
+    parser.add_argument("--how", choices=["kill", "stop", "stop-lagging"], default="kill")
+    parser.add_argument("--burst", type=int, default=2000, help="stop-lagging: messages the backup lags by")
+    parser.add_argument("--lag", type=float, default=0.5, help="stop-lagging: seconds the backup is paused")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--backlog", type=int, default=1000, help="durable messages the backup must have")
     parser.add_argument("--poll", type=float, default=0.01, help="the client's retry interval, seconds")
@@ -117,14 +149,15 @@ def main() -> None:
         if args.failover:
             times = []
             for i in range(args.rounds):
-                ms = (
-                    failover_round(args.failover, Path(tmp) / f"round{i}", zk, i, args.backlog, args.poll)
-                    * 1000
+                home = Path(tmp) / f"round{i}"
+                seconds = failover_round(
+                    args.failover, home, zk, i, args.backlog, args.poll, args.how, args.burst, args.lag
                 )
+                ms = seconds * 1000
                 times.append(ms)
                 print(f"round {i + 1}: {ms:.0f} ms", flush=True)
             print(
-                f"{args.failover}, kill -9 to the first Accepted on the backup ({args.backlog} messages): "
+                f"{args.failover}, {args.how} to the first Accepted on the backup ({args.backlog} messages): "
                 f"median {statistics.median(times):.0f} ms ({min(times):.0f}-{max(times):.0f})"
             )
 

@@ -64,4 +64,5 @@ if __name__ == "__main__":
         "--log-level",
         "WARNING",
     ]
+    os.chdir(workdir)  # `-m` looks in the working directory first: never a checkout's packages by accident
     os.execv(sys.executable, argv)

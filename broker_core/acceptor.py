@@ -1,5 +1,9 @@
 """Sockets: asyncio listeners that feed accepted connections to the AMQP engine.
 
+Each accepted connection first meets `Detecting` (upgrade.py): AMQP's header hands it to an `AmqpSocket`
+at once; an HTTP upgrade (WebSocket, or Artemis's activemq-remoting) is answered first, and may name a
+colocated backup of this process to take it instead (`Server.routes`).
+
 Output is written once per loop turn (turn.py): endpoint work marks a socket dirty, and the turn writes
 every dirty socket after handing over the journal batch of the same turn.
 """
@@ -10,12 +14,13 @@ import asyncio
 import logging
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .amqp import errors
 from .endpoint import BrokerEndpoint
+from .upgrade import Detecting
 
 if TYPE_CHECKING:
     from .config.model import Acceptor
@@ -194,8 +199,8 @@ class Listener:
         for a in self.server.config.acceptors:
             ctx = ssl_context(a)
 
-            def factory(a: Acceptor = a) -> AmqpSocket:
-                return AmqpSocket(self.server, a, self.services, self.turn, self.sockets, self._wake_by)
+            def factory(a: Acceptor = a) -> Detecting:
+                return Detecting(a, self.server.routes, self.serve)
 
             srv: Any = await self.loop.create_server(
                 factory, a.host, a.port, ssl=ctx, reuse_address=True, backlog=512
@@ -205,6 +210,10 @@ class Listener:
             self.bound[a.name] = (host, port)
             log.info("acceptor %s listening on %s:%d%s", a.name, host, port, " (TLS)" if ctx else "")
         self._tick()
+
+    def serve(self, acceptor: Acceptor) -> AmqpSocket:
+        """This server's protocol for a connection on `acceptor`, once it is known to speak AMQP."""
+        return AmqpSocket(self.server, acceptor, self.services, self.turn, self.sockets, self._wake_by)
 
     def _tick(self) -> None:
         """Heartbeats, idle timeouts and expiry scans; then the next tick, at the earliest deadline a
@@ -241,6 +250,15 @@ class Listener:
     def stop_accepting(self) -> None:
         for srv in self.servers:
             srv.close()
+
+    def close_clients(self, keep: Container[object]) -> None:
+        """Close every connection but those whose engine is in `keep` (a replica's stream, while the
+        server hands over to it before it stops)."""
+        for s in list(self.sockets):
+            endpoint = s.endpoint
+            if endpoint is None or endpoint.conn not in keep:
+                s.close(errors.CONNECTION_FORCED, "broker shutting down")
+        self.turn.flush()
 
     async def close_connections(self) -> None:
         for s in list(self.sockets):

@@ -1,6 +1,7 @@
 """The compiled hot path (optional): mypyc builds of the modules that run for every message.
 
-`scripts/compile.py` builds them into `build/mypyc/` beside the packages, with a stamp naming the
+`scripts/compile.py` builds them into `build/mypyc/` beside the packages (`pip install .` and a wheel:
+into `broker_core/_mypyc/`, by setup.py), with a stamp naming the
 Python they were built for and a hash of each module's source. A package puts that directory in front
 of its own `__path__` only if the stamp matches this Python and every source, so an edited module is
 never shadowed by an older build: the broker runs as plain Python until the next compile. It is all or
@@ -24,11 +25,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BUILD = ROOT / "build" / "mypyc"
+CHECKOUT = (ROOT / "scripts" / "compile.py").is_file()
+# A checkout's build (scripts/compile.py) sits beside the packages; an installed one (pip install ., a
+# wheel: setup.py) inside this package, so an installation puts nothing at the top of site-packages.
+BUILD = ROOT / "build" / "mypyc" if CHECKOUT else Path(__file__).resolve().parent / "_mypyc"
 STAMP = "stamp.json"
 SWITCH = "AMQP_MIRROR_COMPILED"
-# How to build it, named only where it can be done: a checkout has the script, an installed wheel does not.
-_HOW = " (scripts/compile.py)" if (ROOT / "scripts" / "compile.py").is_file() else ""
+# How to build it, named only where it can be done: a checkout has the script, an installation is rebuilt.
+_HOW = " (scripts/compile.py)" if CHECKOUT else ""
+SKIPPED = "_mypyc.skipped"  # an installation built without it says why in this file, beside BUILD
 
 # What a message passes through: frames, routing, queues, the journal and its records, mirror source
 # and target (and the connection manager: an interpreted class cannot subclass the compiled `Observer`).
@@ -72,6 +77,7 @@ MODULES = (
     "connections.outbound",
     "connections.queue_links",
     "mirror.decode",
+    "mirror.holding",
     "mirror.inbound",
     "mirror.shapes",
     "mirror.source",
@@ -100,7 +106,10 @@ def why_not(root: Path = ROOT, build: Path = BUILD, env: Mapping[str, str] = os.
     try:
         stamp = json.loads((build / STAMP).read_text())
     except FileNotFoundError:
-        return f"not built{_HOW}"
+        try:
+            return f"not built: {(build.parent / SKIPPED).read_text().strip()}"
+        except OSError:
+            return f"not built{_HOW}"
     except (OSError, ValueError) as exc:
         return f"unreadable stamp {build / STAMP}: {exc}"
     if stamp.get("ext_suffix") != sysconfig.get_config_var("EXT_SUFFIX"):

@@ -13,6 +13,7 @@ burst of transfers costs one disposition frame, not one each.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .amqp import errors
@@ -39,6 +40,8 @@ from .inbound_sasl import ServerSasl, mechanisms
 from .message import MessageView
 from .queues import MessageRef, StoredMessage
 from .services import Answer, OutgoingLink, ServiceLink
+from .spool import Judge, SpooledDelivery
+from .usage import MESSAGE_OVERHEAD, Usage
 
 if TYPE_CHECKING:
     from .config.model import Acceptor
@@ -59,13 +62,15 @@ class Socket(Protocol):
 
 def open_properties(server: Server) -> dict[Any, Any]:
     """What our open frame says of us: the product, and under an HA policy where else to connect
-    (`failover-server-list`, as Qpid JMS and our failover client read it)."""
+    (`failover-server-list`, as Qpid JMS and our failover client read it): the active members of its
+    cluster once it knows them (quorum voting), else its static partners."""
     properties: dict[Any, Any] = {Symbol("product"): "amqp-mirror"}
-    partners = server.config.ha_partners()
+    members = server.failover_servers  # a cluster's live members, when it knows them
+    partners = [(c.host, c.port) for c in server.config.ha_partners()] if members is None else members
     if partners:
         properties[Symbol("failover-server-list")] = [
-            {Symbol("network-host"): c.host, Symbol("port"): c.port, Symbol("scheme"): "amqp"}
-            for c in partners
+            {Symbol("network-host"): host, Symbol("port"): port, Symbol("scheme"): "amqp"}
+            for host, port in partners
         ]
     return properties
 
@@ -86,11 +91,12 @@ class BrokerEndpoint:
             self,
             server=True,
             container_id=server.node_id,
-            sasl_mechanisms=mechanisms(secure),
+            sasl_mechanisms=mechanisms(secure, scram=not server.user_store.hashed_users),
             allow_no_sasl=not secure,
             max_frame_size=acceptor.max_frame_size,
             idle_timeout_ms=acceptor.amqp_idle_timeout,
             open_properties=open_properties(server),
+            partials=self._partial,
         )
         self.termini = Termini(server, acceptor, services)
         self.sasl = ServerSasl(server, name, acceptor.name)
@@ -246,15 +252,16 @@ class BrokerEndpoint:
     def _answer_producer(self, link: Link, attach: Attach, answer: Answer) -> None:
         reply = answer.reply
         if reply is None:
-            link.max_message_size = DEFAULT_MAX_MESSAGE_SIZE
             reply = Attach(
                 name=link.name,
                 snd_settle_mode=attach.snd_settle_mode,
                 rcv_settle_mode=0,
                 source=attach.source,
                 target=attach.target,
-                max_message_size=DEFAULT_MAX_MESSAGE_SIZE,
             )
+        if not reply.max_message_size:  # a service's link (a mirror's) is bounded too
+            reply.max_message_size = DEFAULT_MAX_MESSAGE_SIZE
+        link.max_message_size = reply.max_message_size
         self.conn.attach(link.session, reply, link)
         if answer.credit_window:
             self.conn.flow(link, credit=answer.credit_window)
@@ -336,7 +343,8 @@ class BrokerEndpoint:
         if msg is not None and msg.durable:
             srv.persistence.confirm(
                 lambda: self.accept_later(session, delivery_id),
-                on_fail=lambda: self._not_stored(session, delivery_id, msg, dup),
+                on_fail=lambda error: self._not_stored(session, delivery_id, msg, dup, error),
+                message_id=msg.id,
             )
         else:
             self.accept_later(session, delivery_id)
@@ -359,29 +367,30 @@ class BrokerEndpoint:
             # (never Accepted for a message that was not kept), and the client's next retry is stored.
             self.server.persistence.confirm(
                 lambda: self.accept_later(session, delivery_id),
-                on_fail=lambda: self._refuse_unstored(session, delivery_id),
+                on_fail=lambda error: self._refuse_unstored(session, delivery_id, error),
             )
 
-    def _not_stored(self, session: Session, delivery_id: int, msg: StoredMessage, dup: bytes | None) -> None:
-        """The journal could not take the message (a full disk): take it back, forget its duplicate id (a
-        retry with that id must be stored), and refuse the send."""
+    def _not_stored(
+        self, session: Session, delivery_id: int, msg: StoredMessage, dup: bytes | None, error: BrokerError
+    ) -> None:
+        """The journal could not take the message (a full disk, or its record): take it back, forget its
+        duplicate id (a retry with that id must be stored), and refuse the send with the reason."""
         self.server.router.rollback(msg)
         if dup is not None:
             self.server.duplicates.forget(msg.address, dup)
-        self._refuse_unstored(session, delivery_id)
+        self._refuse_unstored(session, delivery_id, error)
 
-    def _refuse_unstored(self, session: Session, delivery_id: int) -> None:
+    def _refuse_unstored(self, session: Session, delivery_id: int, error: BrokerError) -> None:
         if self.closed or session.ended_locally:
             return
-        error = ResourceLimitExceeded("the message could not be stored: the broker's disk is full")
         self.reject(session, delivery_id, False, error)
 
     def _replenish(self, link: Link, window: int, low: int, address: str | None) -> None:
-        """Top a producer's credit up, unless its address (BLOCK, full) or the disk has no room: then
-        once there is. What was already granted is taken (Artemis does the same)."""
-        addr = self.server.addresses.get(address) if address else None
+        """Top a producer's credit up, unless an address it sends to (BLOCK, full) or the disk has no
+        room: then once there is. What was already granted is taken (Artemis does the same)."""
         budget = self.server.budget
-        if (addr.usage.may_send() if addr is not None else not budget.no_room) or self.closed:
+        full = self._full_address(link, address)
+        if self.closed or (full is None and not budget.no_room):
             self.conn.flow(link, credit=window)
             self.mark_dirty()
             return
@@ -397,9 +406,67 @@ class BrokerEndpoint:
             if not self.closed and not link.closed_locally and link.credit <= low:
                 self._replenish(link, window, low, address)
 
-        if addr is not None:
-            addr.usage.wait(retry)
+        if full is not None:
+            full.wait(retry)
         budget.wait(retry)
+
+    def _full_address(self, link: Link, address: str | None) -> Usage | None:
+        """The usage of a BLOCK address this producer's next credit could reach that has no room. A
+        named link reaches its address; an anonymous-relay link every address it has sent to, whatever
+        address its last message had: one credit carries a message to any of them, so it waits while
+        any of them is full (Artemis holds an anonymous producer only by the global limit, and a full
+        BLOCK address then takes whatever it sends)."""
+        producer = link.context
+        addresses = self.server.addresses
+        names: Iterable[str] = ()
+        if isinstance(producer, Producer) and producer.address is None:
+            names = producer.checked
+        elif address:
+            names = (address,)
+        for name in names:
+            addr = addresses.get(name)
+            if addr is not None and addr.usage.policy == "BLOCK" and addr.usage.over(0):
+                return addr.usage
+        return None
+
+    def _partial(
+        self, link: Link, delivery_id: int, tag: bytes, settled: bool, first: bytes, fmt: int
+    ) -> SpooledDelivery:
+        """A delivery of several frames, kept as they arrive (spooled past amqpMinLargeMessageSize). A
+        producer's is judged as it grows: refused (Rejected) once its address would refuse its size, or
+        while the disk is past its limits and it has to be written there. A service's link (a mirror's)
+        is refused only when its delivery cannot be spooled, by detaching it: its source sends it again."""
+        producer = link.context
+        judge: Judge | None = None
+
+        def refuse(partial: SpooledDelivery, error: BrokerError) -> None:
+            if isinstance(producer, Producer):
+                self.reject(link.session, partial.delivery_id, partial.settled, error)
+            elif not link.closed_locally and not self.closed:
+                log.warning("%s: link %r detached: %s", self.name, link.name, error.description)
+                self.conn.detach(link, closed=True, condition=error.condition, description=error.description)
+                self.mark_dirty()
+
+        if isinstance(producer, Producer):
+            judge = self._judge_partial(producer)
+        threshold = self.acceptor.amqp_min_large_message_size
+        return SpooledDelivery(
+            self.server.spool, threshold, judge, refuse, delivery_id, tag, settled, first, fmt
+        )
+
+    def _judge_partial(self, producer: Producer) -> Judge:
+        server = self.server
+        address = producer.address
+
+        def judge(size: int, on_disk: bool) -> BrokerError | None:
+            if on_disk and server.budget.no_room:
+                return ResourceLimitExceeded("the broker's disk is full: the delivery cannot be spooled")
+            addr = server.addresses.get(address) if address is not None else None
+            if addr is not None and addr.usage.refuses(size + MESSAGE_OVERHEAD):
+                return ResourceLimitExceeded(f"address {address} is full")
+            return None
+
+        return judge
 
     def _route_to_queue(self, address: str, queue: str, payload: bytes, view: MessageView) -> StoredMessage:
         """A fully qualified target's message, to its one queue; refused when that queue is gone (a
@@ -431,7 +498,7 @@ class BrokerEndpoint:
         self, link: Link, sl: ServiceLink, delivery_id: int, settled: bool, payload: bytes
     ) -> None:
         sl.service.on_delivery(self, link, sl.state, delivery_id, settled, payload)
-        if link.credit <= sl.credit_low and not link.closed_locally:
+        if link.credit <= sl.credit_low and not link.closed_locally and not sl.paused:
             if self.server.budget.no_room:  # a mirror's events wait too, rather than fill the disk
                 self._replenish(link, sl.credit_window, sl.credit_low, None)
                 return
@@ -557,6 +624,7 @@ class BrokerEndpoint:
         if self.closed:
             return
         self.closed = True
+        self.conn.discard_partials()
         for session in list(self.conn.sessions.values()):
             for link in list(session.local_links.values()):
                 self.consumer_gone(link, closed=False)

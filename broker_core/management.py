@@ -4,7 +4,8 @@ A request is sent to the management address (`activemq.management` by default) w
 properties `_AMQ_ResourceName` (`broker`, `queue.<name>`, `address.<name>`) and `_AMQ_OperationName`
 (or `_AMQ_Attribute` to read an attribute), and a JSON array of parameters as an amqp-value string
 body. The reply goes to the request's `reply-to`, correlated by its message-id, with
-`_AMQ_OperationSucceeded` and the JSON-encoded result wrapped in an array, as Artemis answers.
+`_AMQ_OperationSucceeded` and the JSON-encoded result wrapped in an array (none for a void operation), as
+Artemis answers.
 
 Which operations exist is not known here: each part of the broker adds its rows (the server its queues
 and addresses, the broker connections theirs, the mirror its status), as Artemis has one control
@@ -51,6 +52,7 @@ class Management:
     def __init__(self) -> None:
         self._operations: dict[tuple[str, str], Operation] = {}
         self._attributes: dict[tuple[str, str], Attribute] = {}
+        self.requester: str | None = None  # the user of the request being handled, for log lines
 
     def add_operation(self, kind: str, name: str, operation: Operation) -> None:
         self._operations[(kind, name)] = operation
@@ -58,23 +60,28 @@ class Management:
     def add_attribute(self, kind: str, name: str, attribute: Attribute) -> None:
         self._attributes[(kind, name)] = attribute
 
-    def handle(self, view: MessageView) -> tuple[str | None, bytes | None]:
-        """Execute one request; return (reply-to address, reply payload)."""
+    def handle(self, view: MessageView, user: str | None = None) -> tuple[str | None, bytes | None]:
+        """Execute one request of `user`; return (reply-to address, reply payload)."""
         props = view.properties()
         reply_to = reply_address(view)
         correlation = props[0] if props else None
         app = view.section_map(0x74)
         resource = str(app.get(RESOURCE, ""))
+        self.requester = user
         try:
             params = _params(view)
             if ATTRIBUTE in app:
                 result = self.attribute(resource, str(app[ATTRIBUTE]))
             else:
                 result = self.invoke(resource, str(app.get(OPERATION, "")), params)
-            ok, body = True, json.dumps([result])
+            # as Artemis: compact JSON, and a void operation's reply has no body
+            ok, body = True, None if result is None else json_text([result])
         except (BrokerError, KeyError, ValueError, TypeError, IndexError) as exc:
-            ok, body = False, json.dumps([str(exc.description if isinstance(exc, BrokerError) else exc)])
+            text = str(exc.description if isinstance(exc, BrokerError) else exc)
+            ok, body = False, json_text([text])
             log.info("management request %s on %s failed: %s", app.get(OPERATION), resource, exc)
+        finally:
+            self.requester = None
         if reply_to is None:
             return None, None
         reply = build_message(body, to=reply_to, correlation_id=correlation,
@@ -99,15 +106,16 @@ class Management:
 class ManagementService:
     """Management as a service at its address: requests in, replies routed to their `reply-to`.
 
-    `authorize(user)` raises unless the user may manage; `authorize_reply(user, address)` unless the user
-    may have a reply sent to that address (a request must not be a way to put messages where its sender
-    may not send); `send_reply(address, payload)` routes a reply."""
+    `authorize(user)` raises unless the user may manage; `authorize_reply(peer, address)` unless the
+    requester may have a reply sent to that address (a request must not be a way to put messages where
+    its sender may not send, nor into another client's temporary queue); `send_reply(address, payload)`
+    routes a reply."""
 
     def __init__(
         self,
         management: Management,
         authorize: Callable[[str | None], None],
-        authorize_reply: Callable[[str | None, str], None],
+        authorize_reply: Callable[[Peer, str], None],
         send_reply: Callable[[str, bytes], None],
     ) -> None:
         self.management = management
@@ -130,8 +138,8 @@ class ManagementService:
             view.all_sections()
             reply_to = reply_address(view)
             if reply_to is not None:
-                self.authorize_reply(peer.user, reply_to)  # before anything is done
-            reply_to, reply = self.management.handle(view)
+                self.authorize_reply(peer, reply_to)  # before anything is done
+            reply_to, reply = self.management.handle(view, peer.user)
             if reply_to and reply is not None:
                 self.send_reply(reply_to, reply)
         except (DecodeError, IndexError, ValueError) as exc:
@@ -148,6 +156,11 @@ class ManagementService:
 
 class _Checked:
     """The state of a link whose user was authorized at attach."""
+
+
+def json_text(value: Any) -> str:
+    """JSON as Artemis writes it in its answers: compact."""
+    return json.dumps(value, separators=(",", ":"))
 
 
 def reply_address(view: MessageView) -> str | None:

@@ -18,6 +18,8 @@ from .amqp.codec import (
     enc_bool,
     enc_fields,
     enc_list_of_encoded,
+    enc_map_of_encoded,
+    enc_symbol,
     enc_ubyte,
     enc_uint,
     encode,
@@ -42,6 +44,11 @@ _SYMBOLIC = {
     "amqp:footer:map": FOOTER,
 }
 DEFAULT_PRIORITY = 4
+# Artemis's breadcrumbs on the copy of a message it dead-letters or expires (message annotations of an
+# AMQP message), by which management's `retryMessages` sends it back to its queue
+ORIG_ADDRESS = "x-opt-ORIG-ADDRESS"
+ORIG_QUEUE = "x-opt-ORIG-QUEUE"
+ACTUAL_EXPIRY = "x-opt-ACTUAL-EXPIRY"
 
 
 @dataclass(slots=True, init=False)  # one per message: a compiled __init__ (see journal/records.py)
@@ -243,6 +250,45 @@ class MessageView:
         if not placed and replacement:
             out.append(replacement)
         return b"".join(out)
+
+    def with_message_annotations(self, extra: dict[str, Any]) -> bytes:
+        """The message with `extra` set in its message-annotations (symbol keys): the section's other
+        entries kept byte for byte, one of the same key replaced; without such a section, one is added
+        where AMQP puts it (after the header and delivery-annotations)."""
+        payload = self.payload
+        added: list[bytes] = []
+        for key, value in extra.items():
+            added += [enc_symbol(key), encode(value)]
+        section = b"\x00\x53\x72"
+        insert_at = 0
+        for code, start, end in self.all_sections():
+            if code == MESSAGE_ANNOTATIONS:
+                kept = _map_items(payload, section_code(payload, start)[1], skip=extra.keys())
+                return payload[:start] + section + enc_map_of_encoded(kept + added) + payload[end:]
+            if code in (HEADER, DELIVERY_ANNOTATIONS):
+                insert_at = end
+        return payload[:insert_at] + section + enc_map_of_encoded(added) + payload[insert_at:]
+
+
+def _map_items(payload: bytes, pos: int, skip: Any) -> list[bytes]:
+    """The encoded keys and values of the map at `pos`, as they are, but for the entries keyed in `skip`."""
+    code = payload[pos]
+    if code == 0x40:  # null: no annotations
+        return []
+    if code == 0xC1:
+        count, pos = payload[pos + 2], pos + 3
+    elif code == 0xD1:
+        count, pos = int.from_bytes(payload[pos + 5 : pos + 9], "big"), pos + 9
+    else:
+        raise DecodeError("message-annotations is not a map")
+    items: list[bytes] = []
+    for _ in range(count // 2):
+        key, value_at = decode_value(payload, pos)
+        end = skip_value(payload, value_at)
+        if key not in skip:
+            items += [payload[pos:value_at], payload[value_at:end]]
+        pos = end
+    return items
 
 
 _II = struct.Struct(">II").unpack_from

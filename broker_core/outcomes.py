@@ -3,7 +3,8 @@
 Artemis's semantics: an acknowledgement removes the reference and is journalled; a failed delivery
 counts towards `max-delivery-attempts`, after which the message goes to the dead-letter address; an
 expired message goes to the expiry address without its time to live. A message whose last reference
-is gone leaves the identity index.
+is gone leaves the identity index. A dead-letter or expiry copy carries Artemis's breadcrumbs, the
+message annotations `x-opt-ORIG-ADDRESS` and `x-opt-ORIG-QUEUE` (and `x-opt-ACTUAL-EXPIRY`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from .amqp.performatives import Accepted, Modified, Rejected
 from .events import EXPIRY_COPY, Cause, Observers
 from .identity import MessageIndex
 from .journal import records
-from .message import MessageView
+from .message import ACTUAL_EXPIRY, ORIG_ADDRESS, ORIG_QUEUE, MessageView
 from .persistence import Persistence
 from .queues import MessageRef, Queue, release_ref
 from .routing import Clock, Router
@@ -167,17 +168,21 @@ class Outcomes:
         addresses = self.topology.addresses
         if target and target in addresses and addresses[target].queues:
             view = MessageView(msg.payload)
+            # Artemis's breadcrumbs: where the copy came from (management's retryMessages reads them)
+            origin: dict[str, Any] = {ORIG_ADDRESS: ref.queue.address, ORIG_QUEUE: ref.queue.name}
             if reason == AckReason.EXPIRED:  # the copy must not expire again on arrival, nor be mirrored
-                payload = view.with_header(_without_ttl(view))
+                origin[ACTUAL_EXPIRY] = int(self.clock_ms())  # epoch ms, a long as Artemis's
+                payload = MessageView(view.with_header(_without_ttl(view))).with_message_annotations(origin)
                 # Each side makes its own copy; it keeps its original's identity (as a mirrored dead
                 # letter has one identity on both sides), so a mirrored acknowledgement of one side's
                 # copy settles the other's, and a DR reconciliation pairs the two copies.
-                origin = (msg.origin_broker_id, msg.mirror_id)
+                identity = (msg.origin_broker_id, msg.mirror_id)
                 self.router.route(
-                    target, payload, MessageView(payload), no_expiry=True, cause=EXPIRY_COPY, origin=origin
+                    target, payload, MessageView(payload), no_expiry=True, cause=EXPIRY_COPY, origin=identity
                 )
             else:  # a dead-letter copy is an ordinary routing, and is mirrored
-                self.router.route(target, msg.payload, view, cause=cause)
+                payload = view.with_message_annotations(origin)
+                self.router.route(target, payload, MessageView(payload), cause=cause)
         else:
             self.log.warning(
                 "message %d on queue %s dropped: no %s address with a queue (configured: %s)",

@@ -17,6 +17,7 @@ from .acceptor import ssl_context
 from .amqp.codec import Symbol
 from .amqp.connection import Connection
 from .inbound_sasl import ServerSasl, mechanisms
+from .upgrade import Detecting
 
 if TYPE_CHECKING:
     from .amqp.performatives import Close, Open
@@ -45,7 +46,7 @@ class PassiveSocket(asyncio.Protocol):
             self,
             server=True,
             container_id=server.config.name,
-            sasl_mechanisms=mechanisms(secure),
+            sasl_mechanisms=mechanisms(secure, scram=not server.user_store.hashed_users),
             allow_no_sasl=not secure,
             max_frame_size=acceptor.max_frame_size,
         )
@@ -112,8 +113,8 @@ class PassiveListener:
     async def start(self) -> None:
         for a in self.server.config.acceptors:
 
-            def factory(a: Acceptor = a) -> PassiveSocket:
-                return PassiveSocket(self.server, a, self.active)
+            def factory(a: Acceptor = a) -> Detecting:  # a WebSocket client is redirected over WebSocket
+                return Detecting(a, self.server.routes, lambda a: PassiveSocket(self.server, a, self.active))
 
             srv: Any = await self.loop.create_server(
                 factory, a.host, a.port, ssl=ssl_context(a), reuse_address=True

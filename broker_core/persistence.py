@@ -18,6 +18,9 @@ A confirmation given an `on_fail` (a client's send) gets it instead, at once: th
 its message taken back (`rolled_back`), so its record is never written later. Everything else (acks,
 the mirror's events, what a mirror target applied) stays held, in order, and is written by `retry`
 once the disk has room; until then `full` is set and the broker takes no client sends.
+
+A record that cannot be encoded (a bug: names are checked before anything is made) is dropped and
+logged; only the send whose message it was is refused, saying so, and the rest of its batch is written.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ import struct
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from .amqp import errors
+from .errors import BrokerError, ResourceLimitExceeded
 from .journal import records
 from .journal.codec import encode_parts
 from .journal.errors import JournalFull
@@ -34,16 +39,20 @@ from .journal.journal import Journal
 from .journal.writer import Syncable
 
 Callback = Callable[[], None]
+Refusal = Callable[[BrokerError], None]  # a confirmation's `on_fail`: refuse its send with this error
 
 ID_RESERVATION = "ids.message.reserved"  # meta key: message ids below it may have been handed out
 ID_BLOCK = 100_000
 _ENCODING_ERRORS = (ValueError, TypeError, OverflowError, struct.error)
 # The records of a send whose batch was refused (a full disk): dropped from the held batch with it.
 _WITH_MESSAGE = (records.MessageAdded, records.DuplicateIdAdded)
+DISK_FULL = "the message could not be stored: the broker's disk is full"
+REPEAT_REFUSED = "the message could not be stored: a send in the same journal batch was refused"
 
 
 class _Batch:
-    """Records and the callbacks waiting for them; `failures` are the on_fail of some callbacks, by index."""
+    """Records and the callbacks waiting for them; `failures` are the on_fail of some callbacks, by index,
+    each with the id of the message whose send it refuses (0: none named)."""
 
     __slots__ = ("callbacks", "failures", "records", "syncs")
 
@@ -51,7 +60,7 @@ class _Batch:
         self,
         records: list[Any],
         callbacks: list[Callback],
-        failures: dict[int, Callback],
+        failures: dict[int, tuple[Refusal, int]],
         syncs: tuple[Any, ...],
     ) -> None:
         self.records = records
@@ -80,7 +89,7 @@ class Persistence:
         self._id_ceiling = 0
         self._records: list[Any] = []
         self._callbacks: list[Callback] = []
-        self._failures: dict[int, Callback] = {}  # on_fail of the callbacks that have one, by index
+        self._failures: dict[int, tuple[Refusal, int]] = {}  # (on_fail, message id), by callback index
         self._held: list[_Batch] = []  # what a full disk handed back, in order
         self._retrying = False
         self.full = False  # the disk refused a batch: client sends are refused until `retry` succeeds
@@ -150,14 +159,15 @@ class Persistence:
         self._callbacks.append(callback)
         self.schedule()
 
-    def confirm(self, callback: Callback, on_fail: Callback | None = None) -> None:
+    def confirm(self, callback: Callback, on_fail: Refusal | None = None, message_id: int = 0) -> None:
         """`after_durable`, and every condition holds for the work done since the last confirmation.
-        `on_fail` runs instead if the batch cannot be written (a full disk)."""
+        `on_fail(error)` runs instead if the batch cannot be written (a full disk), or if the record of
+        `message_id` (the message this confirms the send of) cannot be."""
         if self._conditions:
             callback = self._gated(callback, self._conditions)
         self.after_durable(callback)
         if on_fail is not None:
-            self._failures[len(self._callbacks) - 1] = on_fail
+            self._failures[len(self._callbacks) - 1] = (on_fail, message_id)
 
     def _gated(self, callback: Callback, waits: list[Condition]) -> Callback:
         """`callback` behind a gate that opens when it has been called and every wait is released."""
@@ -284,27 +294,33 @@ class Persistence:
         self._hold(batch)
 
     def _hold(self, batch: _Batch, front: bool = False) -> None:
-        kept = self._refuse(batch)
+        kept = self._refuse(batch, _disk_full)
         if front:
             self._held.insert(0, kept)
         else:
             self._held.append(kept)
 
-    def _refuse(self, batch: _Batch) -> _Batch:
-        """Run the batch's on_fail handlers (which take their messages back); what is left of it."""
-        callbacks = []
+    def _refuse(self, batch: _Batch, refusal: Callable[[int], BrokerError | None]) -> _Batch:
+        """Run the on_fail handlers (which take their messages back) that `refusal` gives an error for,
+        by the message each confirms; what is left of the batch."""
+        callbacks: list[Callback] = []
+        failures: dict[int, tuple[Refusal, int]] = {}
         for i, callback in enumerate(batch.callbacks):
-            on_fail = batch.failures.get(i)
-            if on_fail is None:
+            failure = batch.failures.get(i)
+            error = None if failure is None else refusal(failure[1])
+            if error is None:
+                if failure is not None:
+                    failures[len(callbacks)] = failure
                 callbacks.append(callback)
                 continue
+            assert failure is not None
             try:
-                on_fail()
+                failure[0](error)
             except Exception:  # one failing handler must not leave the others' clients without an outcome
                 self.log.exception("on_fail handler failed")
         dropped = self.rolled_back
         kept = [r for r in batch.records if not (type(r) in _WITH_MESSAGE and r.message_id in dropped)]
-        return _Batch(kept, callbacks, {}, batch.syncs)
+        return _Batch(kept, callbacks, failures, batch.syncs)
 
     def retry(self) -> None:
         """After a full disk: write what was held (one batch), if the disk has room now."""
@@ -347,21 +363,45 @@ class Persistence:
             failed()
 
     def _unencodable(self, batch: _Batch, exc: Exception) -> None:
-        """A record that cannot be encoded (checked up front, so a bug): it is dropped and logged, the
-        batch's sends are refused (never confirmed without their records), the rest is written."""
-        assert self.journal is not None
-        self.log.error("AMQ224016: a journal batch has a record that cannot be encoded (%s)", exc)
+        """A record that cannot be encoded (checked up front, so a bug): it is dropped and logged, and
+        only the send whose message it was is refused, with the reason (and a repeat in the same batch,
+        which may repeat it); the rest of the batch is written and confirmed as usual."""
         good = []
+        bad: dict[int, str] = {}  # message id -> why its record cannot be written
         for record in batch.records:
             try:
                 records_encoded_size(record)
-            except _ENCODING_ERRORS as bad:
-                self.log.error("AMQ224016: %s dropped: %s", type(record).__name__, bad)
+            except _ENCODING_ERRORS as why:
+                self.log.error(
+                    "AMQ224016: a journal record cannot be encoded, dropped: %s: %s",
+                    type(record).__name__,
+                    why,
+                )
+                if type(record) in _WITH_MESSAGE and record.message_id:
+                    bad[record.message_id] = (
+                        f"the message could not be stored: its journal record cannot be encoded ({why})"
+                    )
                 continue
             good.append(record)
-        kept = self._refuse(_Batch(good, batch.callbacks, batch.failures, batch.syncs))
-        done = _run_all(kept.callbacks, self.log) if kept.callbacks else None
-        self.journal.append_many(kept.records, on_durable=done, syncs=kept.syncs)
+        if len(good) == len(batch.records):
+            raise exc  # the batch failed, not one of its records: nothing to drop, a bug to surface
+
+        def refusal(message_id: int) -> BrokerError | None:
+            if message_id in bad:
+                return BrokerError(errors.INTERNAL_ERROR, bad[message_id])
+            if message_id == 0 and bad:
+                return BrokerError(errors.INTERNAL_ERROR, REPEAT_REFUSED)
+            return None
+
+        kept = self._refuse(_Batch(good, batch.callbacks, batch.failures, batch.syncs), refusal)
+        if bad:  # their records are gone from this batch: forget them once it is written
+            refused = set(bad)
+            kept.callbacks.append(lambda: self.rolled_back.difference_update(refused))
+        self._write(kept)
+
+
+def _disk_full(_message_id: int) -> BrokerError:
+    return ResourceLimitExceeded(DISK_FULL)
 
 
 class _Gate:

@@ -169,6 +169,7 @@ class Queue:
         "name",
         "paged",
         "pager",
+        "paused",
         "purge_on_no_consumers",
         "routing_type",
         "temporary",
@@ -212,6 +213,7 @@ class Queue:
         self.usage = Usage(address, Budget())  # the address's, once bound (Topology.bind)
         self.pager: Pager | None = None
         self.paged = 0  # references waiting in page files
+        self.paused = False  # management's pause: messages are kept and counted, none is delivered
         self._rr = 0
 
     def __repr__(self) -> str:
@@ -296,7 +298,7 @@ class Queue:
     def dispatch(self, is_expired: Callable[[MessageRef], bool] | None = None) -> None:
         """Hand waiting messages to consumers with credit, round robin; read paged ones back as the
         queue runs dry."""
-        if self.dispatching:
+        if self.dispatching or self.paused:
             return  # re-entered from a delivery callback: the outer loop carries on
         self.dispatching = True
         try:

@@ -191,6 +191,7 @@ class Router:
     def _admit(self, addr: Address, msg: StoredMessage) -> Admission:
         admission = self.paging.admit(addr.usage, msg.cost)
         if admission == Admission.FAIL:
+            addr.usage.refused += 1
             raise ResourceLimitExceeded(f"address {addr.name} is full")
         if admission == Admission.DROP:
             usage = addr.usage

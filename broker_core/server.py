@@ -34,6 +34,7 @@ from .disk import DiskMonitor
 from .duplicates import DuplicateIds
 from .errors import Unauthorized
 from .events import Cause, Observer, Observers
+from .failed_logins import FailedLogins
 from .identity import MessageIndex
 from .journal.collector import collector_paused
 from .journal.journal import Journal
@@ -47,8 +48,10 @@ from .recovery import restore
 from .routing import Router
 from .security.authentication import UserStore
 from .security.authorization import Authorizer, Permission, SecuritySettings
+from .spool import Spool
 from .stats import BrokerStats
 from .topology import Topology
+from .upgrade import Routes
 from .usage import Budget
 from .vocabulary import AckReason
 
@@ -83,6 +86,8 @@ class Server:
         self.log = log or logging.getLogger(f"broker.{config.name}")
         self.clock = clock
         self.node_id = ""
+        # the active members of its cluster (quorum voting), told to clients instead of the static partners
+        self.failover_servers: list[tuple[str, int]] | None = None
         self.started = False
         self.data_lock = DataLock(Path(config.node_manager_lock_directory or config.journal_directory))
 
@@ -123,13 +128,23 @@ class Server:
             self.log,
         )
         self.space_listeners: list[Callable[[bool], None]] = []  # the runtime retries writes meanwhile
+        # the servers its acceptors hand connections to by name: itself, and colocated backups (upgrade.py)
+        self.routes = Routes(config.name)
         self.disk = DiskMonitor(
-            [Path(config.journal_directory), Path(config.paging_directory)],
+            [
+                Path(config.journal_directory),
+                Path(config.paging_directory),
+                Path(config.large_messages_directory),
+            ],
             config.max_disk_usage,
             config.min_disk_free,
             self.budget,
             self.log,
         )
+        self.disk.confirm = self.persistence.after_durable  # a scan that sees the journal's bytes too
+        self.paging.wrote = self.disk.meter(Path(config.paging_directory))
+        large = Path(config.large_messages_directory)
+        self.spool = Spool(large, self.budget, self.disk.meter(large), self.log)  # deliveries arriving
         self.duplicates = DuplicateIds(config.id_cache_size, config.persist_id_cache, self.persistence)
         self.paging.on_visible = lambda queue: queue.dispatch(self.outcomes.is_expired)
         self.persistence.on_space = self._space_changed
@@ -147,6 +162,7 @@ class Server:
         rules = {s.match: dict(s.permissions) for s in config.security_settings}
         self.authorizer = Authorizer(config.security_enabled, SecuritySettings(rules), self.user_store)
         self.scram_secret = secrets.token_bytes(32)  # fake SCRAM salts for unknown users stay stable
+        self.failed_logins = FailedLogins()  # which failed logins to log: repeats are summarised
 
     # ------------------------------------------------------------------------------------ lifecycle
 
@@ -172,6 +188,7 @@ class Server:
     def _start(self, dispatch: Callable[[Callback], None] | None) -> None:
         data_dir = Path(self.config.journal_directory)
         self.node_id = self.index.node_id = load_or_create_node_id(data_dir)
+        self.spool.clear_leftovers()
         self.persistence.closed = False
         journal = self.persistence.journal = Journal(
             data_dir,
@@ -180,6 +197,7 @@ class Server:
             dispatch=dispatch,
             logger=self.log,
         )
+        journal.on_queued = self.disk.meter(data_dir)
         if self.config.persistence_enabled:
             with collector_paused():
                 state = journal.open()
@@ -214,6 +232,14 @@ class Server:
             len(self.queues),
             sum(q.depth for q in self.queues.values()),
         )
+        hashed = self.user_store.hashed_users
+        if hashed and self.config.security_enabled:
+            self.log.info(
+                "SASL: PLAIN offered, SCRAM not: %d user(s) have a one-way hashed password (ENC: %s), "
+                "which only PLAIN can check; clients send it over TLS, or give those users plain passwords",
+                len(hashed),
+                ", ".join(sorted(hashed)[:5]) + (", ..." if len(hashed) > 5 else ""),
+            )
 
     def stop(self) -> None:
         try:

@@ -31,6 +31,10 @@ class Peer(Protocol):
         """The remote address, for log lines."""
 
     @property
+    def closed(self) -> bool:
+        """Whether the connection is gone (its socket lost or closed)."""
+
+    @property
     def credit_window(self) -> int:
         """The acceptor's credit for a client link (amqpCredits)."""
 
@@ -104,13 +108,14 @@ class SenderService(Protocol):
 class ServiceLink:
     """The context of a link answered by a service."""
 
-    __slots__ = ("credit_low", "credit_window", "service", "state")
+    __slots__ = ("credit_low", "credit_window", "paused", "service", "state")
 
     def __init__(self, service: LinkService, answer: Answer) -> None:
         self.service = service
         self.state = answer.state
         self.credit_window = answer.credit_window
         self.credit_low = answer.credit_window // 2
+        self.paused = False  # the service holds the credit back (it tops it up itself when it resumes)
 
 
 class Services:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 
 from .config.model import AddressSettings, BrokerConfig
-from .errors import AlreadyExists, InvalidField, NotFound, PreconditionFailed
+from .errors import AlreadyExists, InvalidField, NotAllowed, NotFound, PreconditionFailed
 from .events import Cause, Observers
 from .identity import MessageIndex
 from .journal import records
@@ -29,6 +29,11 @@ def check_name(name: str, what: str) -> None:
     """Refuse a name the journal could not record (InvalidField: the attach or the delivery is refused)."""
     if len(name) > MAX_NAME_BYTES // 4 and len(name.encode()) > MAX_NAME_BYTES:
         raise InvalidField(f"{what} name of {len(name.encode()):,} bytes: at most {MAX_NAME_BYTES:,}")
+
+
+def _from_remote(cause: Cause | None) -> bool:
+    """Whether the work applies another broker's event (a mirror's)."""
+    return cause is not None and cause.remote_id is not None
 
 
 class Topology:
@@ -134,6 +139,10 @@ class Topology:
             raise NotFound(f"address {name!r} does not exist")
         if addr.queues and not force:
             raise PreconditionFailed(f"address {name!r} has queues")
+        if _from_remote(cause) and (addr.internal or any(q.internal for q in addr.queues)):
+            raise NotAllowed(
+                f"address {name} is internal to this broker: no remote broker's event deletes it"
+            )
         for q in list(addr.queues):
             self.delete_queue(q.name, cause)
         self.addresses.pop(name, None)
@@ -215,9 +224,12 @@ class Topology:
         addr.queues.append(q)
 
     def delete_queue(self, name: str, cause: Cause | None = None) -> None:
-        q = self.queues.pop(name, None)
+        q = self.queues.get(name)
         if q is None:
             raise NotFound(f"queue {name!r} does not exist")
+        if q.internal and _from_remote(cause):  # a mirror's store-and-forward queue: another DC's events
+            raise NotAllowed(f"queue {name} is internal to this broker: no remote broker's event deletes it")
+        del self.queues[name]
         del self.queues_by_id[q.id]
         addr = self.addresses.get(q.address)
         if addr is not None and q in addr.queues:

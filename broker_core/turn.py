@@ -11,6 +11,7 @@ such a burst (a mirror target's Accepted, a client's, the store-and-forward queu
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -92,7 +93,8 @@ class Turn:
     def dispatch(self, callback: Callback) -> None:
         """The journal's `dispatch` (writer thread): one call per batch of callbacks."""
         self.ready.append(callback)
-        self.loop.call_soon_threadsafe(self.run_ready)
+        with contextlib.suppress(RuntimeError):  # a closed loop: the process ends, nothing is confirmed
+            self.loop.call_soon_threadsafe(self.run_ready)
 
     def run_ready(self) -> None:
         """Run the confirmations that are ready, in order (loop thread)."""

@@ -59,6 +59,15 @@ class Budget:
         limit = self.max_messages
         return limit >= 0 and self.messages >= limit
 
+    def hold(self, n: int) -> None:
+        """Memory held outside every address (a delivery still arriving) counts against the limit too."""
+        self.bytes += n
+
+    def release(self, n: int) -> None:
+        self.bytes -= n
+        if self.waiters and not self.no_room and not self.over(0):
+            self.wake()
+
     @property
     def no_room(self) -> bool:
         """Whether the disk blocks every producer."""
@@ -79,6 +88,7 @@ class Usage:
 
     __slots__ = (
         "address",
+        "blocks",
         "budget",
         "bytes",
         "dropped",
@@ -89,6 +99,7 @@ class Usage:
         "policy",
         "read_bytes",
         "read_messages",
+        "refused",
         "reject_threshold",
         "store",
         "waiters",
@@ -118,6 +129,8 @@ class Usage:
         self.messages = 0
         self.paged = 0  # references in page files not yet read back, over all the address's queues
         self.dropped = 0  # messages dropped by the DROP policy
+        self.refused = 0  # sends refused by the FAIL policy (or BLOCK's reject threshold)
+        self.blocks = 0  # times BLOCK held the address's producers
         self.store: object | None = None  # the address's page store while it has one (paging/)
         self.waiters: list[Waiter] = []
 
@@ -133,6 +146,17 @@ class Usage:
         if limit >= 0 and self.messages >= limit:
             return True
         return self.budget.over(cost)
+
+    def refuses(self, cost: int) -> bool:
+        """Whether routing would refuse a message of `cost` bytes now (FAIL over a limit; BLOCK over its
+        reject threshold), as paging's `admit` decides: a delivery still arriving is refused as soon as
+        its size so far shows it will be."""
+        if self.store is not None or not self.over(cost):
+            return False
+        if self.policy == "FAIL":
+            return True
+        threshold = self.reject_threshold
+        return self.policy == "BLOCK" and threshold >= 0 and self.bytes + cost > threshold
 
     def add(self, cost: int) -> None:
         self.bytes += cost
@@ -156,6 +180,7 @@ class Usage:
         """`waiter()` once producers to this address may be given credit again (and maybe earlier: a
         waiter checks again)."""
         if not self.waiters and self.policy == "BLOCK" and self.over(0):
+            self.blocks += 1
             log.warning(
                 "AMQ222183: Blocking message production on address '%s'; size=%d bytes (%d messages); "
                 "maxSize=%d bytes (%d messages)",

@@ -1,4 +1,4 @@
-"""`amqp-mirror connections list|start NAME|stop NAME`: management requests over AMQP."""
+"""`amqp-mirror connections list|start NAME|stop NAME|forget-remote ID`: management requests over AMQP."""
 
 from __future__ import annotations
 
@@ -125,6 +125,11 @@ def main(args: Any) -> int:
             print(f"{'NAME':20} {'STATE':11} {'CONNECTED':9} URI")
             for r in rows:
                 print(f"{r['name']:20} {r['state']:11} {'yes' if r['connected'] else 'no':9} {r['uri']}")
+        elif args.action == "forget-remote":
+            forgotten = request(
+                args.url, "forgetMirrorRemote", [args.name], user=args.user, password=args.password
+            )
+            print(f"forget-remote {args.name}: {'forgotten' if forgotten else 'was not bound'}")
         else:
             op = "startBrokerConnection" if args.action == "start" else "stopBrokerConnection"
             request(args.url, op, [args.name], user=args.user, password=args.password)

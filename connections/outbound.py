@@ -1,9 +1,11 @@
 """One broker connection: an outbound AMQP connection driven by the reconnect table.
 
-Opens the socket (TLS when the URI says `sslEnabled=true` or the scheme is `amqps`), runs our engine
-as a client, picks the SASL mechanism from what the remote offers (SCRAM, then PLAIN when a user and
-password are set, else ANONYMOUS), opens one session and lets the link policies attach. The connection
-counts as connected once every link the policies asked for has been answered and accepted.
+Opens the socket (TLS when the URI says `sslEnabled=true` or the scheme is `wss`), upgrades it when the
+URI asks (`ws://` and `wss://`: the AMQP WebSocket binding; `httpUpgradeEnabled=true`: Artemis's HTTP
+upgrade; either naming `activemqServerName` when set), runs our engine as a client, picks the SASL
+mechanism from what the remote offers (SCRAM, then PLAIN when a user and password are set, else
+ANONYMOUS), opens one session and lets the link policies attach. The connection counts as connected once
+every link the policies asked for has been answered and accepted.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from broker_core.amqp import errors
 from broker_core.amqp.codec import Symbol
 from broker_core.amqp.connection import Connection, Link, Session
 from broker_core.amqp.performatives import Attach, Begin, Close, Detach, End, Open
+from broker_core.http_upgrade import ClientUpgrade, Upgrade
 from broker_core.security.scram import ScramClient, ScramError
+from broker_core.upgrade import ClientUpgrading
 
-from .policies import ConnectError, LinkPolicy, LinkRole
+from .policies import ConnectError, LinkPolicy, LinkRole, LoginRefused
 from .reconnect import Action, Event, Reconnect, State
 
 if TYPE_CHECKING:
@@ -52,8 +56,12 @@ class OutboundConnection:
         loop: asyncio.AbstractEventLoop,
         turn: Turn,
         policies: list[LinkPolicy],
+        login_refused: str | None = None,
     ) -> None:
+        """`login_refused`: what to say when the remote refuses our password (SASL outcome 1), instead
+        of the generic line; e.g. the HA replication client names the cluster user and password."""
         self.server = server
+        self.login_refused = login_refused
         self.config = config
         self.name = config.name
         self.loop = loop
@@ -77,6 +85,7 @@ class OutboundConnection:
         self._quiet_attempts = 0  # attempts not logged since the last retry line
         self._last_failure = ""  # the reason last logged
         self._news = False  # the failure just logged was news: its retry line goes with it
+        self._login_refused = False  # the last attempt failed at the login (its next one likely will)
 
     # --------------------------------------------------------------------------------- lifecycle
 
@@ -107,6 +116,7 @@ class OutboundConnection:
             else:
                 log.log(action.log_level, "%s", action.log)
                 self._quiet_until, self._quiet_attempts, self._last_failure = 0.0, 0, ""  # news next time
+                self._login_refused = False
         if action.close:
             self._teardown()
         if action.schedule_retry:
@@ -137,10 +147,10 @@ class OutboundConnection:
         self._news, self._quiet_attempts = False, 0
         self._quiet_until = self.loop.time() + RETRY_LOG_EVERY
 
-    def _failed(self, why: str) -> None:
+    def _failed(self, why: str, level: int = logging.INFO) -> None:
         """Connect-phase failure: tear down, count, retry or give up."""
         self.stats["failures"] += 1
-        self._log_failure(logging.INFO, why)
+        self._log_failure(level, why)
         self._teardown()
         if self.machine.state is State.CONNECTING:
             self._do(self.machine.handle(Event.FAILED))
@@ -175,9 +185,17 @@ class OutboundConnection:
 
     async def _connect(self, endpoint: Endpoint) -> None:
         ctx = _ssl_context(endpoint)
+        upgrade = client_upgrade(endpoint)
+
+        def protocol() -> asyncio.Protocol:
+            socket = _Socket(self)
+            if upgrade is None:
+                return socket
+            return ClientUpgrading(socket, upgrade, lambda why: self._failed(why, logging.WARNING))
+
         try:
             await self.loop.create_connection(
-                lambda: _Socket(self),
+                protocol,
                 endpoint.host,
                 endpoint.port,
                 ssl=ctx,
@@ -216,7 +234,8 @@ class OutboundConnection:
         try:
             conn.receive(data)
         except ConnectError as exc:
-            self._failed(str(exc))
+            self._login_refused = isinstance(exc, LoginRefused)
+            self._failed(str(exc), logging.WARNING if self._login_refused else logging.INFO)
             return
         except Exception as exc:
             log.exception("broker connection %s: internal error", self.name)
@@ -270,15 +289,19 @@ class OutboundConnection:
 
     def on_sasl_mechanisms(self, conn: Connection, offered: list[str]) -> None:
         user, password = self.config.user, self.config.password
+        # while the same login keeps being refused (its lines summarised), this one goes to DEBUG too
+        quiet = self._login_refused and self.loop.time() < self._quiet_until
+        level = logging.DEBUG if quiet else logging.INFO
         if user and password:
             for mech in ("SCRAM-SHA-512", "SCRAM-SHA-256"):
                 if mech in offered:
                     self._scram = ScramClient(mech, user, password)
-                    log.info("broker connection %s: authenticating as %s with %s", self.name, user, mech)
+                    line = "broker connection %s: authenticating as %s with %s"
+                    log.log(level, line, self.name, user, mech)
                     conn.sasl_init(mech, self._scram.first())
                     return
             if "PLAIN" in offered:
-                log.info("broker connection %s: authenticating as %s with PLAIN", self.name, user)
+                log.log(level, "broker connection %s: authenticating as %s with PLAIN", self.name, user)
                 conn.sasl_init("PLAIN", f"\0{user}\0{password}".encode())
                 return
         if "ANONYMOUS" in offered:
@@ -295,8 +318,15 @@ class OutboundConnection:
             raise ConnectError(str(exc)) from exc
 
     def on_sasl_outcome(self, conn: Connection, code: int) -> None:
-        if code != 0:
-            raise ConnectError(f"authentication failed (SASL outcome {code}) as user {self.config.user}")
+        if code == 1 and self.login_refused is not None:
+            raise LoginRefused(self.login_refused)
+        if code == 1:  # auth: the remote does not know the user, or not with this password
+            raise LoginRefused(
+                f"authentication failed (SASL outcome 1) as user {self.config.user}: the remote refused "
+                "the user or its password; check the user and password of this <amqp-connection>"
+            )
+        if code != 0:  # sys, sys-perm, sys-temp: the remote could not decide
+            raise ConnectError(f"authentication failed (SASL outcome {code}: a system error on the remote)")
         if self._scram is not None:
             try:  # the server must prove it knows the credentials too
                 self._scram.verify(conn.sasl.additional or b"")
@@ -486,9 +516,28 @@ def _as_list(v: Any) -> list[Any]:
     return list(v)
 
 
+def client_upgrade(endpoint: Endpoint) -> ClientUpgrade | None:
+    """The HTTP upgrade a connection to `endpoint` starts with, if its URI asks for one."""
+    p = endpoint.params
+    if endpoint.scheme in ("ws", "wss"):
+        kind = Upgrade.WEBSOCKET
+    elif p.get("httpUpgradeEnabled", "false").lower() == "true":
+        kind = Upgrade.REMOTING
+    else:
+        return None
+    return ClientUpgrade(
+        kind,
+        endpoint.host,
+        endpoint.port,
+        endpoint.path,
+        server_name=p.get("activemqServerName"),
+        endpoint=p.get("httpUpgradeEndpoint"),
+    )
+
+
 def _ssl_context(endpoint: Endpoint) -> ssl.SSLContext | None:
     p = endpoint.params
-    if p.get("sslEnabled", "false").lower() != "true":
+    if endpoint.scheme != "wss" and p.get("sslEnabled", "false").lower() != "true":
         return None
     ca = p.get("trustStorePath") or p.get("sslCaPath")
     ctx = ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()

@@ -22,6 +22,11 @@ class ConnectError(Exception):
     """A connect-phase failure (refused link, missing capability, ...): retried, counted."""
 
 
+class LoginRefused(ConnectError):
+    """The remote refused our login (a wrong user or password): retried like any connect failure, but
+    said as a WARNING, since retrying will not help until someone fixes the configuration."""
+
+
 class LinkHost(Protocol):
     """What a link policy sees of its broker connection."""
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections import deque
 from typing import ClassVar
 
+from broker_core.persistence import ID_BLOCK
+
 
 class RecentIds:
     """Which ids of one origin were applied: an exact window of the latest, and a floor below it.
@@ -24,6 +26,13 @@ class RecentIds:
     (injected, or corrupt) would make every later id of that origin a "duplicate". So an id counts for
     them only once it is *confirmed*: once a later id at or above it arrived (legitimate traffic always
     catches up with its own ids, jumps included; a lone outlier is never caught up with).
+    - Nor can a few ids confirm each other far ahead of the traffic (2^62, then 2^62 + 1): an id more
+      than `JUMP` beyond the confirmed ones is confirmed only once `CATCH_UP` arrivals in a row came
+      from beyond there, none from the confirmed traffic in between. A legitimate jump (the reserved
+      block an origin skips when it restarts: ours `persistence.ID_BLOCK`, Artemis's up to 2^31 after
+      a crash; a long run of its messages that were not mirrored) is followed by the origin's traffic
+      and nothing below it, so it is caught up with after `CATCH_UP` messages; until then its ids are
+      known exactly in the window.
     - The floor rises to the oldest id leaving the window only when that id is at or below the highest
       confirmed id. An id ahead of everything that followed it leaves the window into `ahead` instead, a
       small exact set, so that a re-sent copy of it is still recognised.
@@ -37,6 +46,7 @@ class RecentIds:
         "ahead",
         "ahead_order",
         "batch",
+        "beyond",
         "confirmed",
         "floor",
         "high",
@@ -49,6 +59,8 @@ class RecentIds:
 
     WINDOW: ClassVar[int] = 20000
     AHEAD: ClassVar[int] = 1000  # outliers remembered exactly once out of the window
+    JUMP: ClassVar[int] = ID_BLOCK  # an id further than this beyond the confirmed ones is a jump
+    CATCH_UP: ClassVar[int] = 1000  # arrivals in a row beyond the confirmed ones that make a jump real
 
     def __init__(self, meta_key: str = "", floor: int = 0, newest_key: str = "") -> None:
         self.meta_key = meta_key  # where the watermark is persisted
@@ -60,6 +72,7 @@ class RecentIds:
         self.confirmed = floor  # the highest id that a later id reached
         self.high = floor  # the highest id seen (for status only: one event can set it)
         self.last = -1  # the id that arrived last
+        self.beyond = 0  # arrivals in a row more than JUMP beyond the confirmed id
         self.ahead: set[int] = set()
         self.ahead_order: deque[int] = deque()
 
@@ -75,8 +88,11 @@ class RecentIds:
     def add(self, mid: int) -> None:
         if mid in self.ids:
             return
-        if self.last <= mid and self.last > self.confirmed:
-            self.confirmed = self.last  # the id before this one was caught up with
+        reach = self.confirmed + self.JUMP
+        self.beyond = self.beyond + 1 if mid > reach else 0
+        last = self.last
+        if self.confirmed < last <= mid and (last <= reach or self.beyond > self.CATCH_UP):
+            self.confirmed = last  # the id before this one was caught up with
         self.last = mid
         self.ids.add(mid)
         self.order.append(mid)

@@ -180,7 +180,7 @@ def _routing_type(value: Any) -> RoutingType:
         if isinstance(value, str) and not value.lstrip("-").isdigit():
             return RoutingType[value.upper()]
         return RoutingType(int(value))
-    except (KeyError, ValueError) as exc:
+    except (KeyError, ValueError, TypeError) as exc:  # TypeError: a list, an object, null
         raise JsonShapeError(f"unknown routing type {value!r}") from exc
 
 

@@ -11,6 +11,11 @@ names the remote whose event the broker was applying when it happened (events.py
 
 With `sync="true"` the source is a confirmation condition (persistence.py): a local client's send or
 acknowledgement is confirmed only once the events it produced were accepted by the target.
+
+Order (docs/mirror.md, "Order on the wire"): events leave in the order they were made, which is message
+id order, on every link and after every restart; so an acknowledgement never precedes its message. At
+most `max-in-flight-events` events are out at a time, from their sending until their acceptance is on disk
+here: after a crash, that is all the target can be sent again, which its duplicate cache must cover.
 """
 
 from __future__ import annotations
@@ -22,10 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 from broker_core.amqp.codec import enc_long
 from broker_core.amqp.performatives import Accepted, Rejected
+from broker_core.config.broker_connections import MIRROR_MAX_IN_FLIGHT
 from broker_core.events import Cause, Observer
 from broker_core.histogram import LATENCY_BOUNDS, Histogram
 from broker_core.persistence import Callback
 from broker_core.queues import Address, MessageRef, Queue, StoredMessage
+from broker_core.usage import MESSAGE_OVERHEAD
 from broker_core.vocabulary import ANYCAST, AckReason
 from connections.policies import ConnectError, LinkHost, LinkRole
 from connections.queue_links import RemoteConsumer
@@ -47,6 +54,11 @@ log = logging.getLogger("broker.mirror")
 _LONG_ZERO = enc_long(0)  # the body value of a postAck for id 0, cut off to make the reusable prefix
 
 INITIAL_SYNC = "initial-sync"  # <mirror><property key="initial-sync" value="true"/></mirror>
+# <mirror><property key="max-in-flight-events" value="1000"/></mirror>: events sent and not yet known
+# accepted on disk here. After a crash the target may be sent all of them again, and must recognise the
+# messages among them as duplicates: Artemis's duplicate cache per origin is `amqpCredits` (1,000) ids deep.
+MAX_IN_FLIGHT = MIRROR_MAX_IN_FLIGHT
+DEFAULT_MAX_IN_FLIGHT = 1000
 # A postAck event's type right after its annotation key (sym8 "postAck"), within its first bytes: what
 # tells an acknowledgement from a topology event on the way out, without decoding it
 _POST_ACK_MARK = b"\xa3\x07postAck"
@@ -61,6 +73,10 @@ class MirrorConsumer(RemoteConsumer):
     def __init__(self, source: MirrorSource, host: LinkHost, link: Link, queue: Queue) -> None:
         super().__init__(host, link, queue)
         self.source = source
+
+    def can_take(self) -> bool:
+        source = self.source
+        return source.in_flight() < source.max_in_flight and super().can_take()
 
     def payload(self, ref: MessageRef) -> bytes:
         source, msg = self.source, ref.message
@@ -85,7 +101,8 @@ class MirrorSource(Observer):
         self.queue: Queue | None = None
         self.consumer: MirrorConsumer | None = None
         self._pending = 0
-        self._pending_bytes = 0  # of the events on the store-and-forward queue: kept, not summed per call
+        self.max_in_flight = _max_in_flight(settings.properties.get(MAX_IN_FLIGHT))
+        self._unjournalled = 0  # events accepted by the target, their leaving not yet on disk here
         self.installed = False
         self._unconfirmed: set[int] = set()  # sync: events of local clients' work, not yet waited for
         self._sync_waiters: dict[int, _Countdown] = {}
@@ -138,7 +155,6 @@ class MirrorSource(Observer):
         q.internal = True
         q.after_durable = True
         self.queue = q
-        self._pending_bytes = sum(len(r.message.payload) for r in q.messages)  # recovered events
         srv.add_observer(self)
         if self.settings.sync:
             srv.persistence.add_condition(self)
@@ -180,7 +196,6 @@ class MirrorSource(Observer):
         for msg in backlog:
             copy = (msg.origin_broker_id, msg.mirror_id)  # keeps its identity: later acks match it
             srv.router.enqueue_internal(self.queue, msg.payload, address=msg.address, origin=copy)
-            self._pending_bytes += len(msg.payload)
         srv.set_meta(done_key, b"1")
         log.info("mirror %s: initial sync queued %d existing messages", self.name, len(backlog))
 
@@ -219,7 +234,6 @@ class MirrorSource(Observer):
         msg = self.server.router.enqueue_internal(self.queue, payload)
         self.stats["events_queued"] += 1
         self.stats[kind] += 1
-        self._pending_bytes += len(payload)
         if cause is None and self.settings.sync:
             self._unconfirmed.add(msg.id)
 
@@ -296,15 +310,13 @@ class MirrorSource(Observer):
         assert self.queue is not None
         self.stats["events_queued"] += 1
         self.stats["messages_queued"] += 1
-        self._pending_bytes += len(message.payload)
         if cause is None and self.settings.sync:
             self._unconfirmed.add(message.id)
         return [self.queue]
 
     def message_acked(self, ref: MessageRef, reason: int, cause: Cause | None) -> None:
         q = ref.queue
-        if q is self.queue:  # an event left the store-and-forward queue (the only way one leaves)
-            self._pending_bytes -= len(ref.message.payload)
+        if q is self.queue:  # an event left the store-and-forward queue
             return
         if (
             not self.settings.message_acknowledgements
@@ -338,6 +350,13 @@ class MirrorSource(Observer):
 
     def pending(self) -> int:
         return self._pending
+
+    def in_flight(self) -> int:
+        """Events sent and not yet accepted, or accepted with their leaving not yet on disk here: after a
+        crash now, what the target could be sent again (it has them, or may have)."""
+        consumer = self.consumer
+        out = len(consumer.inflight) if consumer is not None else 0
+        return out + len(self._settled) + self._unjournalled
 
     def attach_all(self, conn: LinkHost) -> None:
         self.install()
@@ -402,6 +421,10 @@ class MirrorSource(Observer):
         if not settled or self.queue is None:
             return
         self.server.outcomes.acknowledge_many(self.queue, settled)
+        # they count as in flight until that record is on disk: a crash before would send them again
+        done = len(settled)
+        self._unjournalled += done
+        self.server.persistence.after_durable(lambda: self._journalled(done))
         if self.settings.sync:
             waiters, unconfirmed = self._sync_waiters, self._unconfirmed
             for ref in settled:
@@ -411,6 +434,11 @@ class MirrorSource(Observer):
                 else:  # accepted before any confirmation waited for it (work that confirms nothing)
                     unconfirmed.discard(ref.message.id)
 
+    def _journalled(self, done: int) -> None:
+        self._unjournalled -= done
+        if self.queue is not None and self.consumer is not None:
+            self.queue.dispatch()  # room in the window again
+
     def detached_all(self, conn: LinkHost) -> None:
         self._pending = 0
         consumer, self.consumer = self.consumer, None
@@ -419,9 +447,20 @@ class MirrorSource(Observer):
 
     # ---------------------------------------------------------------------------------- status
 
+    def pending_events(self) -> tuple[int, int]:
+        """The events not yet accepted by the target (from their routing on, waiting for their journal
+        batch, in memory, in page files or out on the link) and the bytes of their bodies: what the
+        store-and-forward address holds, as its memory usage counts it, plus what its pages hold."""
+        q = self.queue
+        if q is None:
+            return 0, 0
+        usage = q.usage  # the address's: the store-and-forward queue is its only queue
+        in_memory = usage.bytes - MESSAGE_OVERHEAD * usage.messages  # each counts its size plus that
+        return usage.messages + q.paged, in_memory + self.server.paging.paged_bytes(q)
+
     def status(self) -> dict[str, Any]:
         q = self.queue
-        pending = q.depth if q is not None else 0
+        pending, pending_bytes = self.pending_events()
         # the oldest event not yet accepted: the head of the queue, or one already out on the link
         heads = [q.messages[0]] if q is not None and q.messages else []
         if self.consumer is not None and self.consumer.inflight:
@@ -432,7 +471,7 @@ class MirrorSource(Observer):
             "queue": self.snf,
             "remoteBrokerId": self.remote_id,
             "pendingEvents": pending,
-            "pendingBytes": self._pending_bytes,
+            "pendingBytes": pending_bytes,
             "oldestPendingAgeMs": int(time.time() * 1000) - oldest if oldest else 0,
             "eventsQueued": self.stats["events_queued"],
             "eventsQueuedByKind": {
@@ -447,6 +486,11 @@ class MirrorSource(Observer):
             "eventsFiltered": self.stats["events_filtered"],
             "lastAcceptedAt": int(self.last_accepted * 1000),  # epoch ms, 0: never
         }
+
+
+def _max_in_flight(value: str | None) -> int:
+    """The property's value, checked by the configuration's reader (a whole number, at least 1)."""
+    return DEFAULT_MAX_IN_FLIGHT if value is None else max(1, int(value))
 
 
 class _Countdown:

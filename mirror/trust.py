@@ -17,16 +17,30 @@ link whose remote is R, at a broker whose own node id is N, an origin O is trust
 Anything else is refused: the target closes the link with `amqp:unauthorized-access` before applying
 the event (nothing of it is kept; the source keeps it and sends it again on its next link), and logs it
 (`MIR101`), once a minute for the same remote and origin.
+
+A remote is also bound to the way its links come (`RemoteBindings`): the mirror address and the user
+of its first link are remembered, persisted, and a later link claiming that remote through another
+address or as another user is refused until an operator forgets the binding. A broker id is at most
+`MAX_BROKER_ID_BYTES` long: the keys derived from it must stay encodable.
 """
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 ANY = "*"
 TRUST_PARAMETER = "mirrorTrustedOrigins"  # the acceptor URI parameter
 REMOTE_KEY_PREFIX = "mirror.remote."  # meta: the broker id each of our own mirrors goes to, by name
+BINDING_KEY_PREFIX = "mirror.binding."  # meta: the address and user each remote's links come through
+# A node id is a UUID (36 characters). A broker id names meta records (`mirror.dedup.<id>`, ack retries,
+# bindings) and log lines: bounded far below the journal's 65,535-byte keys, and generously above a UUID.
+MAX_BROKER_ID_BYTES = 256
+
+
+def broker_id_too_long(broker_id: str) -> bool:
+    return len(broker_id) > MAX_BROKER_ID_BYTES // 4 and len(broker_id.encode()) > MAX_BROKER_ID_BYTES
 
 
 class OriginTrust:
@@ -85,3 +99,43 @@ class RefusalLog:
             return None
         self._said[key] = (now, 0)
         return 0 if said is None else said[1]
+
+
+class RemoteBindings:
+    """The mirror address and user each remote broker's links came through first, persisted as meta.
+
+    A remote's links keep coming the same way (its broker connection's name makes the address, its
+    user is configured with it); a link claiming that remote another way is refused (`conflict`), so
+    that a user allowed to mirror on one address cannot speak as a broker that mirrors through another.
+    An operator who moves a remote (a renamed broker connection, a new user) `forget`s its binding, and
+    its next link binds it afresh."""
+
+    __slots__ = ("_set_meta", "bound")
+
+    def __init__(self, meta: Mapping[str, bytes], set_meta: Callable[[str, bytes], None]) -> None:
+        self._set_meta = set_meta  # persists a meta record (an empty value deletes it at recovery)
+        self.bound: dict[str, tuple[str, str | None]] = {}
+        for key, value in meta.items():
+            if key.startswith(BINDING_KEY_PREFIX) and value:
+                doc = json.loads(value)
+                self.bound[key[len(BINDING_KEY_PREFIX) :]] = (str(doc["address"]), doc["user"])
+
+    def conflict(self, remote: str, address: str, user: str | None) -> tuple[str, str | None] | None:
+        """The (address, user) `remote` is bound to, when a link through `address` as `user` differs."""
+        bound = self.bound.get(remote)
+        return bound if bound is not None and bound != (address, user) else None
+
+    def bind(self, remote: str, address: str, user: str | None) -> None:
+        if remote in self.bound:
+            return
+        self.bound[remote] = (address, user)
+        self._set_meta(BINDING_KEY_PREFIX + remote, json.dumps({"address": address, "user": user}).encode())
+
+    def forget(self, remote: str) -> bool:
+        if self.bound.pop(remote, None) is None:
+            return False
+        self._set_meta(BINDING_KEY_PREFIX + remote, b"")
+        return True
+
+    def status(self) -> dict[str, dict[str, str | None]]:
+        return {remote: {"address": a, "user": u} for remote, (a, u) in sorted(self.bound.items())}

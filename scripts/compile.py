@@ -6,6 +6,7 @@ Compiles a copy of the sources in a temporary directory, so the packages never h
 shadow an edited module; the extension modules go to build/mypyc/ with a stamp of what they were built
 from. The previous build stays in place until the new one is complete. Needs mypy (the test extra) and
 a C compiler; exits 1 with mypyc's output if the build fails, and the broker then runs as plain Python.
+`pip install .` and a wheel build the same into the installed package (broker_core/_mypyc, setup.py).
 """
 
 from __future__ import annotations
@@ -66,15 +67,28 @@ def main() -> int:
     if not args.force and compiled.why_not(env={}) is None:
         return 0  # current: nothing to say
     started = time.monotonic()
+    print(f"compile: mypyc, {len(compiled.MODULES)} modules (a minute or so) ...", flush=True)
+    failure = build(REPO, compiled.BUILD)
+    if failure is not None:
+        print(failure, file=sys.stderr)
+        print("compile: mypyc failed; the broker runs as plain Python", file=sys.stderr)
+        return 1
+    state = "current" if compiled.why_not(env={}) is None else "NOT current (a source changed meanwhile)"
+    print(f"compile: done in {time.monotonic() - started:.0f} s, build {state}")
+    return 0
+
+
+def build(source: Path, target: Path) -> str | None:
+    """Compile the hot path of the packages under `source` into `target` (replaced only when complete);
+    None when done, else mypyc's output (its end). Used by this script and by setup.py's build."""
     with tempfile.TemporaryDirectory(prefix="amqp-mirror-compile-") as tmp:
         work = Path(tmp)
         for package in PACKAGES:
-            skip = shutil.ignore_patterns("__pycache__", "*.so")
-            shutil.copytree(REPO / package, work / package, ignore=skip)
-        shutil.copy(REPO / "pyproject.toml", work / "pyproject.toml")  # mypy's settings
+            skip = shutil.ignore_patterns("__pycache__", "*.so", "_mypyc")
+            shutil.copytree(source / package, work / package, ignore=skip)
+        shutil.copy(source / "pyproject.toml", work / "pyproject.toml")  # mypy's settings
         files = [str(compiled.source_path(Path(), m)) for m in compiled.MODULES]
         (work / "setup_compiled.py").write_text(SETUP.format(files=files))
-        print(f"compile: mypyc, {len(files)} modules (a minute or so) ...", flush=True)
         result = subprocess.run(
             [sys.executable, "setup_compiled.py", "build_ext", "--inplace"],
             cwd=work,
@@ -82,19 +96,15 @@ def main() -> int:
             text=True,
         )
         if result.returncode != 0:
-            print(result.stdout[-4000:], result.stderr[-4000:], sep="\n", file=sys.stderr)
-            print("compile: mypyc failed; the broker runs as plain Python", file=sys.stderr)
-            return 1
-        install(work, compiled.stamp_for(work))
-    state = "current" if compiled.why_not(env={}) is None else "NOT current (a source changed meanwhile)"
-    print(f"compile: done in {time.monotonic() - started:.0f} s, build {state}")
-    return 0
+            return result.stdout[-4000:] + "\n" + result.stderr[-4000:]
+        install(work, compiled.stamp_for(work), target)
+    return None
 
 
-def install(work: Path, stamp: dict[str, object]) -> None:
-    """Move the extension modules into a fresh build/mypyc, replacing the old one only when complete."""
+def install(work: Path, stamp: dict[str, object], target: Path) -> None:
+    """Move the extension modules into a fresh `target`, replacing the old one only when complete."""
     suffix = str(stamp["ext_suffix"])
-    fresh = compiled.BUILD.with_name("mypyc.new")
+    fresh = target.with_name(target.name + ".new")
     shutil.rmtree(fresh, ignore_errors=True)
     fresh.mkdir(parents=True)
     for built in work.glob(f"*{suffix}"):  # the group's shared library
@@ -104,11 +114,11 @@ def install(work: Path, stamp: dict[str, object]) -> None:
         (fresh / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(work / relative, fresh / relative)
     (fresh / compiled.STAMP).write_text(json.dumps(stamp, indent=1, sort_keys=True) + "\n")
-    old = compiled.BUILD.with_name("mypyc.old")
+    old = target.with_name(target.name + ".old")
     shutil.rmtree(old, ignore_errors=True)
-    if compiled.BUILD.exists():
-        os.replace(compiled.BUILD, old)
-    os.replace(fresh, compiled.BUILD)
+    if target.exists():
+        os.replace(target, old)
+    os.replace(fresh, target)
     shutil.rmtree(old, ignore_errors=True)
 
 

@@ -159,7 +159,8 @@ def reconcile_main(args: argparse.Namespace, spark: Any = None) -> int:
     write_plan(plan, plan_path)
     paths = write_reports(result, out)
     if args.metrics_file or args.pushgateway:
-        write_and_push(result, Path(args.metrics_file) if args.metrics_file else None, args.pushgateway)
+        metrics_file = Path(args.metrics_file) if args.metrics_file else None
+        write_and_push(result, metrics_file, args.pushgateway, pair="-".join(names))
         say("metrics written" + (f" and pushed to {args.pushgateway}" if args.pushgateway else ""))
     print(console_summary(result))
     print(f"  reports: {', '.join(str(p) for p in paths.values())}; repair plan: {plan_path}")

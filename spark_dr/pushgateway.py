@@ -1,11 +1,14 @@
 """The reconciliation's result in the Prometheus text exposition format, written to a file and pushed.
 
-Pushed with PUT to ``<url>/metrics/job/<job>`` (replacing the group), so the dashboard always shows the
-last run: when it ran, how long it took, what it found per class and side, and the recovery-point gap.
+Pushed with PUT to ``<url>/metrics/job/<job>/pair/<DC1>-<DC2>`` (replacing that pair's group), so the
+dashboard always shows each pair's last run (every series labelled with its `pair`, so two pairs pushing
+to one Pushgateway do not overwrite each other): when it ran, how long it took, what it found per class
+and side, and the recovery-point gap.
 """
 
 from __future__ import annotations
 
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -59,9 +62,12 @@ def exposition(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def push(text: str, url: str, job: str = "amqp_mirror_dr", timeout: float = 10.0) -> int:
-    """PUT the exposition to a Pushgateway; returns the HTTP status (raises on failure)."""
-    target = f"{url.rstrip('/')}/metrics/job/{job}"
+def push(
+    text: str, url: str, job: str = "amqp_mirror_dr", timeout: float = 10.0, pair: str = "DC1-DC2"
+) -> int:
+    """PUT the exposition to a Pushgateway, grouped by the DC pair; returns the HTTP status (raises on
+    failure)."""
+    target = f"{url.rstrip('/')}/metrics/job/{job}/pair/{urllib.parse.quote(pair, safe='')}"
     request = urllib.request.Request(
         target, data=text.encode(), method="PUT", headers={"Content-Type": "text/plain; version=0.0.4"}
     )
@@ -69,10 +75,10 @@ def push(text: str, url: str, job: str = "amqp_mirror_dr", timeout: float = 10.0
         return int(response.status)
 
 
-def write_and_push(result: dict[str, Any], path: Path | None, url: str | None) -> str:
+def write_and_push(result: dict[str, Any], path: Path | None, url: str | None, pair: str = "DC1-DC2") -> str:
     text = exposition(result)
     if path is not None:
         Path(path).write_text(text, encoding="utf-8")
     if url:
-        push(text, url)
+        push(text, url, pair=pair)
     return text

@@ -8,28 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from tests.support.pair import Network
-
-
-class HeldJournal:
-    """Journal batches of one broker that are not written until the test says (a slow disk)."""
-
-    def __init__(self, net: Network, name: str) -> None:
-        self.journal = net.server(name).journal
-        self.real = self.journal.append_many
-        self.held: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
-        self.journal.append_many = self._hold
-
-    def _hold(self, *args: Any, **kwargs: Any) -> None:
-        self.held.append((args, kwargs))
-
-    def release(self) -> None:
-        self.journal.append_many = self.real
-        held, self.held = self.held, []
-        for args, kwargs in held:
-            self.real(*args, **kwargs)
 
 
 class Barrier:
@@ -54,15 +34,14 @@ def test_a_durable_send_is_accepted_only_after_its_journal_write(tmp_path: Path)
     net.broker("dc1", persistence=True)
     net.start_all()
     client = net.client("dc1")
-    disk = HeldJournal(net, "dc1")
+    net.hold_disk()
     durable = client.send("orders", "kept")
     fleeting = client.send("orders", "fleeting", durable=False)
     net.pump()
-    assert disk.held, "the send's batch was handed to the journal"
+    assert net.server("dc1").persistence.flushes, "the send's batch was handed to the journal"
     assert client.outcomes.get(durable) is None  # not Accepted while its record is not on disk
     assert client.accepted(fleeting)  # a non-durable send waits for nothing
-    disk.release()
-    net.pump()
+    net.release_disk()
     assert client.accepted(durable)
 
 

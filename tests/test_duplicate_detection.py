@@ -67,20 +67,6 @@ def test_a_mirror_target_remembers_the_ids_it_applies(tmp_path: Path) -> None:
     assert net.depth("dc2", "orders") == 1
 
 
-def _disk_full_once(net: Network, name: str) -> None:
-    """The next journal batch of broker `name` is refused as on a full disk (as ENOSPC would)."""
-    from broker_core.journal.errors import JournalFull
-
-    journal = net.server(name).journal
-    real = journal.append_many
-
-    def refuse_once(*args: object, **kwargs: object) -> None:
-        journal.append_many = real
-        raise JournalFull("no space left on device")
-
-    journal.append_many = refuse_once
-
-
 def test_a_send_refused_by_a_full_disk_is_stored_when_retried_with_its_id(tmp_path: Path) -> None:
     """The once-and-only-once recipe: a refused send is retried with the same id until it is stored.
     The refused send's id goes with its message: not remembered, and not journalled once the disk has
@@ -90,7 +76,7 @@ def test_a_send_refused_by_a_full_disk_is_stored_when_retried_with_its_id(tmp_pa
     net.broker("dc1", persistence=True)
     net.start_all()
     client = net.client("dc1")
-    _disk_full_once(net, "dc1")
+    net.disk_full("dc1")
     refused = client.send("orders", "a", properties={DUP: "order-1"})
     net.pump()
     assert client.rejected(refused) == "amqp:resource-limit-exceeded"
@@ -123,7 +109,7 @@ def test_a_repeat_of_a_send_the_disk_refuses_is_refused_with_it(tmp_path: Path) 
     net.broker("dc1", persistence=True)
     net.start_all()
     client = net.client("dc1")
-    _disk_full_once(net, "dc1")
+    net.disk_full("dc1")
     first = client.send("orders", "a", properties={DUP: "order-1"})
     repeat = client.send("orders", "a", properties={DUP: "order-1"})  # in the same journal batch
     net.pump()

@@ -13,9 +13,16 @@ import asyncio
 import contextlib
 import logging
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, ProcessCollector, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    GCCollector,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 
-from .metrics import PREFIX, BrokerCollector
+from .metrics import BrokerCollector
 from .node import Node
 
 log = logging.getLogger("amqp_mirror.ops")
@@ -29,7 +36,10 @@ class MetricsEndpoint:
         self.node = node
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(collector)
-        ProcessCollector(namespace=PREFIX.rstrip("_"), registry=self.registry)
+        # the standard names generic dashboards read: process_cpu_seconds_total, python_info, ...
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
         self._server: asyncio.AbstractServer | None = None
         self.port = 0
 

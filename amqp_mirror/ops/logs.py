@@ -1,8 +1,9 @@
 """Log lines as JSON, one object a line, for log shippers (`amqp-mirror run --log-format json`).
 
 Each line has `time` (ISO 8601, UTC), `level`, `logger`, `message` and, when the message begins with
-one, its stable `id` (`AMQ111003`, Artemis's where it has one, ours in the AMQ95xxxx range otherwise:
-docs/operations.md lists them); a traceback comes as `exception`, inside the same line.
+one, its stable `id` (`AMQ111003`, Artemis's where it has one, ours in the AMQ95xxxx range otherwise,
+and MIR1xx for what a mirror target refuses: docs/operations.md lists them); a traceback comes as
+`exception`, inside the same line.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import logging
 import re
 import time
 
-_ID = re.compile(r"^(AMQ\d{6}):\s*")
+_ID = re.compile(r"^(AMQ\d{6}|MIR\d{3}):\s*")
 
 
 class JsonLinesFormatter(logging.Formatter):

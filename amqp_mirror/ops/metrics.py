@@ -4,8 +4,11 @@ A collector (prometheus_client's custom-collector protocol): each scrape walks t
 connections, mirrors, mirror target, acceptors, journal and the configured queues, on the event loop's
 thread, between two turns, so every figure is consistent with the others and nothing is counted twice
 on the message path. One prefix (`amqp_mirror_`, as the DR job's `amqp_mirror_dr_`), base units
-(seconds, bytes), counters end in `_total`; labels are bounded by configuration: a broker connection,
-a mirror, an acceptor, an origin broker, a link of a broker connection, one of the configured queues.
+(seconds, bytes), counters end in `_total`, an info gauge (always 1, its facts in labels) in `_info`;
+labels are bounded by configuration: a broker connection, a mirror, an acceptor, an origin broker, a link
+of a broker connection, one of the configured queues or addresses. The process's own series keep the
+standard names generic dashboards read (`process_cpu_seconds_total`, `process_resident_memory_bytes`,
+`python_info`, ...).
 """
 
 from __future__ import annotations
@@ -30,16 +33,32 @@ from broker_core.histogram import Histogram
 from broker_core.management import BROKER
 from connections.queue_links import QueueLinks
 from filters.wildcard import matcher_for
+from mirror import holding as held_messages
 from mirror.source import MirrorSource
 
 from .node import Node
 
 if TYPE_CHECKING:
-    from broker_core.queues import Queue
+    from broker_core.queues import Address, Queue
 
     from ..broker import Broker
 
 PREFIX = "amqp_mirror_"
+# mirror_target_events_not_applied: reason label -> the target's counter
+NOT_APPLIED = {
+    "protected": "refused",
+    "undecodable": "undecodable",
+    "untrusted": "untrusted",
+    "unknown": "unknown_events",
+    "error": "errors",
+}
+# how a held message was settled: the metric's label, the holding's counter
+HOLD_OUTCOMES = (
+    ("stored", held_messages.STORED),
+    ("consumed_at_source", held_messages.CONSUMED),
+    ("dead_lettered", held_messages.DEAD_LETTERED),
+    ("link_lost", held_messages.LINK_LOST),
+)
 
 
 def _version() -> str:
@@ -66,8 +85,9 @@ class BrokerCollector(Collector):
         self.node = node
         self.failovers = failovers or Failovers()
         self.rpo_seconds = node.config.metrics.mirror_rpo_seconds
-        patterns = [p.strip() for p in node.config.metrics.queues.split(",") if p.strip()]
-        self._queue_matchers = [matcher_for(p) for p in patterns]
+        settings = node.config.metrics
+        self._queue_matchers = _matchers(settings.queues)
+        self._address_matchers = _matchers(settings.addresses)
         self._version = _version()
 
     def collect(self) -> Iterator[Metric]:
@@ -85,6 +105,7 @@ class BrokerCollector(Collector):
             self._acceptors,
             self._journal,
             self._disk,
+            self._addresses,
             self._queues,
         ):
             yield from part(broker)
@@ -104,7 +125,7 @@ class BrokerCollector(Collector):
     def _ha(self) -> Iterator[Metric]:
         node = self.node
         role = GaugeMetricFamily(
-            PREFIX + "ha_role", "This server's HA policy and role (always 1).", labels=["policy", "role"]
+            PREFIX + "ha_role_info", "This server's HA policy and role (always 1).", labels=["policy", "role"]
         )
         role.add_metric([str(node.config.ha_policy.kind), node.role()], 1)
         yield role
@@ -121,6 +142,12 @@ class BrokerCollector(Collector):
                 "ha_backup_present",
                 "1 while a backup is ready to take over from this active server (0: the pair has none).",
                 node.ha.backup_present(),
+            )
+        if node.ha is not None:
+            yield _counter(
+                "ha_replicas_dropped_lagging",
+                "Replicas this server dropped (and fenced off) for not confirming within call-timeout.",
+                node.ha.coordinator.counters().get("replicas_dropped_lagging", 0),
             )
         failovers = CounterMetricFamily(
             PREFIX + "ha_failovers", "HA transitions of this server, by reason.", labels=["reason"]
@@ -312,10 +339,55 @@ class BrokerCollector(Collector):
                 retries.add_metric([origin], counts.ack_retries)
             never.add_metric([origin], never_by_origin.get(origin, 0))
         yield from (applied, duplicates, retries, never)
+        not_applied = _family(
+            CounterMetricFamily,
+            "mirror_target_events_not_applied",
+            "Deliveries of incoming mirror links dropped or refused, by reason: protected (naming an "
+            "internal, mirror or management address or queue, or an invalid id), undecodable, untrusted "
+            "(an origin its link may not speak for: the link is closed), unknown (event type), error.",
+            ["reason"],
+        )
+        stats = target.stats
+        for reason, key in NOT_APPLIED.items():
+            not_applied.add_metric([reason], stats[key])
+        yield not_applied
         yield _gauge(
             "mirror_target_pending_ack_retries",
             "Acknowledgements waiting to be retried.",
             len(target.retries.tries),
+        )
+        yield _counter(
+            "mirror_target_unrouted",
+            "Messages applied that no queue here took (an address whose policy drops them).",
+            target.stats["unrouted"],
+        )
+        holding = target.holding
+        if holding is None:
+            return
+        held = _family(
+            CounterMetricFamily,
+            "mirror_target_held",
+            "Messages of an origin held: no queue here took them yet (mirror/holding.py).",
+            o,
+        )
+        for origin, n in sorted(holding.held_by_origin.items()):
+            held.add_metric([origin], n)
+        ended = _family(
+            CounterMetricFamily,
+            "mirror_target_holds_ended",
+            "Held messages settled, by how: stored (their queue came), consumed_at_source (acknowledged "
+            "on their only queue, absent here), dead_lettered (stored on the dead-letter address: no "
+            "queue here in time), link_lost.",
+            ["outcome"],
+        )
+        for outcome, key in HOLD_OUTCOMES:
+            ended.add_metric([outcome], holding.stats[key])
+        yield from (held, ended)
+        yield _gauge("mirror_target_held_messages", "Messages held now, on every mirror link.", holding.count)
+        yield _gauge(
+            "mirror_target_links_without_credit",
+            "Mirror links whose credit is withheld: mirrorMaxHeldMessages messages held on each.",
+            holding.status()["linksWithoutCredit"],
         )
 
     def _links(self, broker: Broker) -> Iterator[Metric]:
@@ -445,6 +517,75 @@ class BrokerCollector(Collector):
             killed.add_metric(name, queue.killed)
         yield from (depth, consumers, oldest, added, acked, expired, killed)
 
+    def _addresses(self, broker: Broker) -> Iterator[Metric]:
+        a = ["address"]
+        size = _family(GaugeMetricFamily, "address_size_bytes", "Message memory the address holds.", a)
+        messages = _family(GaugeMetricFamily, "address_messages", "Messages in memory for the address.", a)
+        paging = _family(GaugeMetricFamily, "address_paging", "1 while the address pages to page files.", a)
+        paged = _family(
+            GaugeMetricFamily, "address_paged_messages", "References waiting in the address's page files.", a
+        )
+        paged_bytes = _family(
+            GaugeMetricFamily, "address_paged_bytes", "Bytes of the address's page files.", a
+        )
+        limit = _family(
+            GaugeMetricFamily, "address_max_size_bytes", "The address's max-size-bytes (-1: no limit).", a
+        )
+        policy = _family(
+            GaugeMetricFamily,
+            "address_full_policy_info",
+            "The address's address-full-policy (always 1).",
+            ["address", "policy"],
+        )
+        actions = _family(
+            CounterMetricFamily,
+            "address_full_policy_actions",
+            "What the full policy did: messages dropped (DROP), sends refused (FAIL, or BLOCK past its "
+            "reject threshold), times producers were blocked (BLOCK).",
+            ["address", "action"],
+        )
+        unrouted = _family(
+            CounterMetricFamily,
+            "address_unrouted_messages",
+            "Messages sent to the address that matched no queue.",
+            a,
+        )
+        paging_files = broker.server.paging
+        for address in self.selected_addresses(broker):
+            name, usage = [address.name], address.usage
+            size.add_metric(name, usage.bytes)
+            messages.add_metric(name, usage.messages)
+            paging.add_metric(name, int(usage.store is not None))
+            paged.add_metric(name, usage.paged)
+            paged_bytes.add_metric(name, paging_files.bytes_of(address.name))
+            limit.add_metric(name, usage.max_bytes)
+            policy.add_metric([address.name, usage.policy], 1)
+            for action, n in (
+                ("dropped", usage.dropped),
+                ("refused", usage.refused),
+                ("blocked", usage.blocks),
+            ):
+                actions.add_metric([address.name, action], n)
+            unrouted.add_metric(name, address.unrouted)
+        yield from (size, messages, paging, paged, paged_bytes, limit, policy, actions, unrouted)
+
+    def selected_addresses(self, broker: Broker) -> list[Address]:
+        """The addresses named by the metrics plugin's `addresses` patterns (none by default), at most
+        `max-addresses`, skipping temporary ones and those whose settings say `enable-metrics` false."""
+        if not self._address_matchers:
+            return []
+        server, limit = broker.server, self.node.config.metrics.max_addresses
+        chosen = []
+        for address in sorted(server.addresses.values(), key=lambda a: a.name):
+            if address.temporary or not any(m.matches(address.name) for m in self._address_matchers):
+                continue
+            if not server.settings_for(address.name).enable_metrics:
+                continue
+            chosen.append(address)
+            if len(chosen) >= limit:
+                break
+        return chosen
+
     def selected_queues(self, broker: Broker) -> list[Queue]:
         """The queues named by the metrics plugin's `queues` patterns (none by default), at most
         `max-queues`, skipping those whose address settings say `enable-metrics` false."""
@@ -461,6 +602,11 @@ class BrokerCollector(Collector):
             if len(chosen) >= limit:
                 break
         return chosen
+
+
+def _matchers(patterns: str) -> list[Any]:
+    """Address-match patterns, comma-separated (the metrics plugin's `queues` and `addresses`)."""
+    return [matcher_for(p.strip()) for p in patterns.split(",") if p.strip()]
 
 
 def _queue_links(connection: str, policy: QueueLinks, messages: Any, credit: Any) -> None:

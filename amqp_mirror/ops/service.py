@@ -1,4 +1,4 @@
-"""Operations for the runtime's servers: metrics endpoints, systemd, reload, mirror state lines.
+"""Operations for the runtime's servers: metrics endpoints, web consoles, systemd, reload, mirror lines.
 
 The runtime makes one `Operations` for all the servers of its process, starts it once they are up,
 calls `reload()` on SIGHUP and `stopping()` on SIGTERM.
@@ -10,9 +10,10 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from broker_core.config.model import HaRole
+from broker_core.config.model import HaKind, HaRole
 from broker_core.ha.states import Event, State
 
+from ..console import Console
 from . import systemd
 from .endpoint import MetricsEndpoint
 from .metrics import BrokerCollector, Failovers
@@ -33,7 +34,9 @@ class Operations:
             for node in nodes
             if node.config.metrics.enabled
         ]
+        self.consoles = [Console(node, loop) for node in nodes if node.config.console is not None]
         self.watch = MirrorWatch(loop, nodes)
+        self._ready_sent = False
         interval = systemd.watchdog_interval()
         self.watchdog = systemd.Watchdog(loop, interval) if interval else None
         for node in nodes:
@@ -41,16 +44,31 @@ class Operations:
                 node.ha.on_transition.append(self._transition_hook(node))
 
     async def start_endpoints(self) -> None:
-        """Before the servers start: a passive backup is scraped, and answers /healthz, too."""
+        """Before the servers start: a passive backup is scraped, answers /healthz and shows its console."""
         for endpoint in self.endpoints:
             await endpoint.start()
+        for console in self.consoles:
+            await console.start()
 
     def started(self) -> None:
-        """Every server is up in its role: systemd hears READY=1, and the watchdog starts."""
+        """Every server is up in its role: systemd hears READY=1 (a primary with wait-for-activation:
+        once it is active), and the watchdog starts."""
         self.watch.start()
         if self.watchdog is not None:
             self.watchdog.start()
-        systemd.notify("READY=1", f"STATUS={self.status_line()}")
+        self._ready_sent = not self._awaiting_activation()
+        systemd.notify(*(("READY=1",) if self._ready_sent else ()), f"STATUS={self.status_line()}")
+
+    def _awaiting_activation(self) -> bool:
+        """A shared-store primary with wait-for-activation (the default) is started once it is active."""
+        return any(
+            node.ha is not None
+            and node.ha.policy.kind == HaKind.SHARED_STORE
+            and node.ha.role == HaRole.PRIMARY
+            and node.ha.policy.wait_for_activation
+            and not node.active()
+            for node in self.nodes
+        )
 
     def status_line(self) -> str:
         parts = []
@@ -70,7 +88,9 @@ class Operations:
                 self.failovers[node.name].count(_reason(event))
             elif event == Event.FAILBACK_REQUESTED:
                 self.failovers[node.name].count("failback")
-            systemd.notify(f"STATUS={self.status_line()}")
+            ready = not self._ready_sent and not self._awaiting_activation()
+            self._ready_sent = self._ready_sent or ready
+            systemd.notify(*(("READY=1",) if ready else ()), f"STATUS={self.status_line()}")
 
         return on_transition
 
@@ -94,6 +114,8 @@ class Operations:
             self.watchdog.stop()
         for endpoint in self.endpoints:
             await endpoint.stop()
+        for console in self.consoles:
+            await console.stop()
 
 
 def _reason(event: Event) -> str:

@@ -157,14 +157,25 @@ def render(status: dict[str, Any], url: str) -> str:
     ]
     target = status["mirrors"]["target"]
     rows = [
-        [origin, c["messages"], c["duplicates"], c["acks"], c["ack_retries"], c["acks_never_matched"]]
+        [
+            origin,
+            c["messages"],
+            c["duplicates"],
+            c.get("held", 0),
+            c["acks"],
+            c["ack_retries"],
+            c["acks_never_matched"],
+        ]
         for origin, c in sorted(target.get("origins", {}).items())
     ]
     if rows:
-        out += [
-            "",
-            *_table(["FROM ORIGIN", "MESSAGES", "DUPLICATES", "ACKS", "ACK RETRIES", "NEVER MATCHED"], rows),
-        ]
+        header = ["FROM ORIGIN", "MESSAGES", "DUPLICATES", "HELD", "ACKS", "ACK RETRIES", "NEVER MATCHED"]
+        out += ["", *_table(header, rows)]
+        if target.get("heldNow"):
+            out.append(
+                f"{target['heldNow']} mirrored messages held for queues not here yet"
+                f"{', credit withheld' if target.get('linksWithoutCredit') else ''} (docs/mirror.md)"
+            )
     rows = [
         [q["name"], q["address"], q["messages"], q["consumers"]]
         for q in status["queues"]

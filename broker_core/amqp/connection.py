@@ -51,7 +51,8 @@ from .performatives import (
     SaslResponse,
 )
 from .sasl import Phase, Sasl
-from .sessions import SessionHandler, Sessions, fitted_frame
+from .sessions import Partials, SessionHandler, Sessions, fitted_frame
+from .transfers import in_memory
 
 __all__ = ["Connection", "Handler", "Link", "Session", "SessionHandler"]
 
@@ -99,6 +100,7 @@ class Connection:
         open_properties: dict[Any, Any] | None = None,
         offered_capabilities: tuple[str, ...] = (),
         hostname: str | None = None,
+        partials: Partials = in_memory,
     ) -> None:
         self.handler = handler
         self.server = server
@@ -121,7 +123,7 @@ class Connection:
         self._out: list[bytes] = []
         self._phase = Phase.HEADER  # then SASL, HEADER again, FRAMES; or HEADER, FRAMES without SASL
         self.sasl = Sasl(self._out, server=server, mechanisms=sasl_mechanisms, allow_no_sasl=allow_no_sasl)
-        self.links = Sessions(handler, self._out, channel_max)
+        self.links = Sessions(handler, self._out, channel_max, partials)
         self.sessions = self.links.sessions  # by our channel
         self.last_received = 0.0
         self.last_sent = 0.0
@@ -173,6 +175,11 @@ class Connection:
                 self._send_open()
             self._send_close(condition, description)
         self.closed = True
+        self.discard_partials()
+
+    def discard_partials(self) -> None:
+        """Every delivery still arriving lets go of what it holds (the connection is gone, or failed)."""
+        self.links.discard_partials()
 
     def container_id_remote(self) -> str:
         return self.remote_open.container_id if self.remote_open else "?"

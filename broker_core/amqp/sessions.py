@@ -15,7 +15,11 @@ from . import errors
 from .endpoints import MAX_WINDOW, UINT_MAX, Link, Session
 from .framing import FRAME_AMQP, MIN_MAX_FRAME_SIZE, frame, single_transfer_head, transfer_frames
 from .performatives import Attach, Begin, Detach, End, Error, Flow
-from .transfers import Partial, disposition_frame
+from .transfers import PartialDelivery, disposition_frame, in_memory
+
+# How a multi-frame delivery is kept while its frames arrive: (link, delivery-id, tag, settled, the first
+# frame's payload, message-format) -> the delivery.
+Partials = Callable[[Link, int, bytes, bool, bytes, int], PartialDelivery]
 
 SENDER = False  # AMQP role field values
 RECEIVER = True
@@ -41,8 +45,11 @@ class SessionHandler(Protocol):
 class Sessions:
     """The sessions of one connection, and everything on them."""
 
-    def __init__(self, handler: SessionHandler, out: list[bytes], channel_max: int) -> None:
+    def __init__(
+        self, handler: SessionHandler, out: list[bytes], channel_max: int, partials: Partials = in_memory
+    ) -> None:
         self.handler = handler
+        self.partials = partials
         self.out = out  # the connection's output: frames join it in order
         self.channel_max = channel_max
         self.remote_max_frame_size = MIN_MAX_FRAME_SIZE  # the peer's, once its open arrived
@@ -109,6 +116,8 @@ class Sessions:
     def on_end(self, channel: int, end: End) -> None:
         s = self._session(channel)
         s.ended_remotely = True
+        for link in list(s.local_links.values()):
+            discard_partial(link)
         self.handler.on_end(s, end)
         if not s.ended_locally:
             self.end(s)
@@ -174,6 +183,7 @@ class Sessions:
             except errors.FrameTooLarge:
                 self.attach(link.session, Attach(name=link.name), link)
         link.closed_locally = True
+        discard_partial(link)
 
         def detach_frame(err: Error | None) -> bytes:
             return Detach(handle=link.handle, closed=closed, error=err).encode_amqp()
@@ -185,6 +195,7 @@ class Sessions:
         s = self._session(channel)
         link = s.link_for_remote(detach.handle)
         link.closed_remotely = True
+        discard_partial(link)
         self.handler.on_detach(link, detach)
         if not link.closed_locally and not link.reply_deferred:
             self.detach(link, closed=bool(detach.closed))
@@ -239,7 +250,7 @@ class Sessions:
             raise errors.ProtocolError(errors.ILLEGAL_STATE, "transfer on a link where we are the sender")
         more = n > 5 and f[5] is True
         aborted = n > 9 and f[9] is True
-        partial = link.partial
+        partial: PartialDelivery | None = link.partial
         if partial is None:
             delivery_id = f[1] if n > 1 else None
             if delivery_id is None:
@@ -257,7 +268,7 @@ class Sessions:
             if aborted:
                 return
             if more:
-                partial = link.partial = Partial(delivery_id, tag, settled, payload, fmt)
+                partial = link.partial = self.partials(link, delivery_id, tag, settled, payload, fmt)
                 partial.check_size(link.name, link.max_message_size)
                 return
             if not settled:
@@ -265,18 +276,28 @@ class Sessions:
             self.handler.on_delivery(link, delivery_id, tag, settled, payload, fmt)
             return
         if aborted:
-            link.partial = None
+            discard_partial(link)
             return
         partial.add(payload, n > 4 and f[4] is True)
         partial.check_size(link.name, link.max_message_size)
         if more:
             return
         link.partial = None
+        whole = b"" if partial.refused else partial.payload()
+        partial.discard()
+        if partial.refused:
+            return  # answered already
         if not partial.settled:
             s.incoming_unsettled[partial.delivery_id] = link
         self.handler.on_delivery(
-            link, partial.delivery_id, partial.tag, partial.settled, partial.payload(), partial.message_format
+            link, partial.delivery_id, partial.tag, partial.settled, whole, partial.message_format
         )
+
+    def discard_partials(self) -> None:
+        """The connection is gone: every delivery still arriving lets go of what it holds."""
+        for s in self.sessions.values():
+            for link in s.local_links.values():
+                discard_partial(link)
 
     def send_delivery(
         self,
@@ -354,6 +375,13 @@ class Sessions:
         max-frame-size (an error description is free text: a refusal naming a long address must not
         become a frame the peer cannot take)."""
         self.out.append(fitted_frame(channel, encode, condition, description, self.remote_max_frame_size))
+
+
+def discard_partial(link: Link) -> None:
+    partial: PartialDelivery | None = link.partial
+    if partial is not None:
+        link.partial = None
+        partial.discard()
 
 
 def fitted_frame(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker_core.config.model import AddressConfig, QueueConfig
+from broker_core.config.support import QUEUE
 from broker_core.config.values import parse_bool
 from broker_core.config.xmlread import Element, Reader, converter_for, local_name
 from broker_core.vocabulary import RoutingType
@@ -17,7 +18,7 @@ from broker_core.vocabulary import RoutingType
 _QUEUE_ATTRIBUTES = {
     name.replace("_", "-"): name
     for name in QueueConfig.model_fields
-    if name not in ("name", "address", "routing_type", "durable", "filter", "user")
+    if name not in ("name", "address", "routing_type", "durable", "filter")
 }
 _MINIMUMS = {"max_consumers": -1, "group_buckets": -1, "consumers_before_dispatch": 0, "ring_size": -1}
 
@@ -81,8 +82,10 @@ def _parse_queue(
     for attribute, field in _QUEUE_ATTRIBUTES.items():
         annotation = QueueConfig.model_fields[field].annotation
         convert = converter_for(annotation, minimum=_MINIMUMS.get(field))
-        value = reader.convert(element, reader.attr(element, attribute), convert, attribute)
+        text = reader.attr(element, attribute)
+        value = reader.convert(element, text, convert, attribute)
         if value is not None:
+            reader.judge(element, QUEUE[f"@{attribute}"], text, attr=attribute)
             values[field] = value
     values.update(_queue_children(reader, element))
     if name is None:
@@ -98,9 +101,8 @@ def _queue_children(reader: Reader, element: Element) -> dict[str, Any]:
             reader.check_attributes(child, {"string"})
             values["filter"] = reader.attr(child, "string", required=True)
         elif kind == "durable":
+            reader.check_attributes(child, set())
             values["durable"] = reader.convert(child, reader.text(child), parse_bool)
-        elif kind == "user":
-            values["user"] = reader.text(child)
         else:
-            reader.ignore(child)
+            reader.ignore(child)  # <user>: no effect here
     return {key: value for key, value in values.items() if value is not None}

@@ -1,13 +1,21 @@
-"""`<broker-connections>`: outbound AMQP connections and their mirror / sender / receiver / peer links."""
+"""`<broker-connections>`: outbound AMQP connections and their mirror / sender / receiver / peer links.
+
+Every parameter of a connection's URI (and of each alternate's) is judged by the support table, as an
+acceptor's are: a misspelt `sslEnabled` must not connect in plaintext. So are a mirror's properties.
+"""
 
 from __future__ import annotations
 
 import re
+from functools import partial
 from typing import Any
 
 from broker_core.config.model import AmqpConnection, Endpoint, LinkKind, LinkSettings, MirrorSettings
-from broker_core.config.uri import parse_connection_uri
-from broker_core.config.values import BadValue, parse_bool, parse_int
+from broker_core.config.parameters import check_client_tls, judge_parameters
+from broker_core.config.schema import did_you_mean
+from broker_core.config.support import MIRROR_PROPERTIES, UriKind
+from broker_core.config.uri import ParsedUri, parse_connection_uri
+from broker_core.config.values import BadValue, parse_bool, parse_int, parse_sent_password
 from broker_core.config.xmlread import Element, Reader, local_name
 from filters.address_filter import AddressFilter
 
@@ -25,6 +33,8 @@ _MIRROR_FLAGS = ("message-acknowledgements", "queue-creation", "queue-removal", 
 # and "! eu.uk" denies " eu.uk".
 _SPACE_AFTER_BANG = re.compile(r"!\s")
 _FILTER_EXPECTED = "no spaces around ',' or after '!', e.g. 'eu,!eu.uk'"
+# <mirror><property key="max-in-flight-events" value="1000"/></mirror> (mirror/source.py)
+MIRROR_MAX_IN_FLIGHT = "max-in-flight-events"
 
 
 def _retry_interval(text: str) -> int:
@@ -62,7 +72,9 @@ def _parse_connection(reader: Reader, element: Element) -> AmqpConnection | None
     endpoints = reader.convert(element, uri, parse_connection_uri, "uri")
     values: dict[str, Any] = {
         "user": reader.attr(element, "user"),
-        "password": reader.attr(element, "password"),
+        "password": reader.convert(
+            element, reader.attr(element, "password"), parse_sent_password, "password"
+        ),
         "retry_interval": reader.convert(
             element, reader.attr(element, "retry-interval"), _retry_interval, "retry-interval"
         ),
@@ -71,26 +83,39 @@ def _parse_connection(reader: Reader, element: Element) -> AmqpConnection | None
         ),
         "auto_start": reader.convert(element, reader.attr(element, "auto-start"), parse_bool, "auto-start"),
     }
-    mirrors, links, properties = _parse_children(reader, element)
+    mirrors, links = _parse_children(reader, element)
     if name is None or uri is None or endpoints is None:
         return None
     return AmqpConnection(
         name=name,
         uri=uri,
-        endpoints=tuple(Endpoint(host=e.host, port=e.port, params=e.params) for e in endpoints),
+        endpoints=_endpoints(reader, element, endpoints),
         mirrors=tuple(mirrors),
         links=tuple(links),
-        properties=properties,
         **{key: value for key, value in values.items() if value is not None},
     )
 
 
-def _parse_children(
-    reader: Reader, element: Element
-) -> tuple[list[MirrorSettings], list[LinkSettings], dict[str, str]]:
+def _endpoints(reader: Reader, element: Element, endpoints: list[ParsedUri]) -> tuple[Endpoint, ...]:
+    """The primary and each alternate, with the parameters acted on; each parameter list judged once (an
+    alternate without its own shares the primary's)."""
+    acted: dict[int, dict[str, str]] = {}
+    for endpoint in endpoints:
+        if id(endpoint.params) not in acted:
+            params = judge_parameters(reader, element, endpoint.params, UriKind.CONNECTION, "uri")
+            check_client_tls(reader, element, params, "uri")
+            acted[id(endpoint.params)] = params
+        if endpoint.scheme == "wss" and endpoint.params.get("sslEnabled", "true").strip().lower() == "false":
+            reader.error(element, "wss:// with sslEnabled=false", "wss:// (TLS), or ws:// without TLS", "uri")
+    return tuple(
+        Endpoint(host=e.host, port=e.port, params=acted[id(e.params)], scheme=e.scheme, path=e.path)
+        for e in endpoints
+    )
+
+
+def _parse_children(reader: Reader, element: Element) -> tuple[list[MirrorSettings], list[LinkSettings]]:
     mirrors: list[MirrorSettings] = []
     links: list[LinkSettings] = []
-    properties: dict[str, str] = {}
     for child in reader.children(element):
         kind = local_name(child)
         if kind == "mirror":
@@ -99,13 +124,11 @@ def _parse_children(
             link = _parse_link(reader, child, LinkKind(kind))
             if link is not None:
                 links.append(link)
-        elif kind == "property":
-            properties.update(_parse_property(reader, child))
         else:
-            reader.ignore(child)
+            reader.ignore(child)  # <federation>: not implemented yet
     if len(mirrors) > 1:
         reader.warning(element, f"{len(mirrors)} <mirror> elements on one connection", "at most one mirror")
-    return mirrors, links, properties
+    return mirrors, links
 
 
 def _parse_mirror(reader: Reader, element: Element) -> MirrorSettings:
@@ -122,10 +145,29 @@ def _parse_mirror(reader: Reader, element: Element) -> MirrorSettings:
     properties: dict[str, str] = {}
     for child in reader.children(element):
         if local_name(child) == "property":
-            properties.update(_parse_property(reader, child))
+            prop = _mirror_property(reader, child)
+            if MIRROR_MAX_IN_FLIGHT in prop:  # the source reads it as a whole number: say so here
+                reader.convert(child, prop[MIRROR_MAX_IN_FLIGHT], partial(parse_int, minimum=1), "value")
+            properties.update(prop)
         else:
             reader.ignore(child)
     return MirrorSettings(properties=properties, **values)
+
+
+def _mirror_property(reader: Reader, element: Element) -> dict[str, str]:
+    pair = _parse_property(reader, element)
+    for key, value in pair.items():
+        rule = MIRROR_PROPERTIES.get(key)
+        if rule is None:
+            reader.error(
+                element,
+                f"unknown mirror property {key!r}{did_you_mean(key, list(MIRROR_PROPERTIES), '', '')}",
+                "one of " + ", ".join(MIRROR_PROPERTIES),
+                "key",
+            )
+            return {}
+        reader.judge(element, rule, value, name=f"mirror property {key}", attr="key")
+    return pair
 
 
 def _check_filter_spacing(reader: Reader, element: Element, address_filter: str) -> None:

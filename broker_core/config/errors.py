@@ -2,6 +2,10 @@
 
 Loading never stops at the first problem: every check reports into a `ProblemLog`, and the loader
 raises one `ConfigError` listing all errors at the end, so an operator fixes a file in one pass.
+
+Three severities: an *error* (the broker would not run as the file says: refused), a *warning* (it runs,
+differently in a way the operator should know: a deprecated name read as its successor, a skipped
+acceptor), a *note* (something Artemis has that changes nothing here, said once with its line).
 """
 
 from __future__ import annotations
@@ -9,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-Severity = Literal["error", "warning"]
+Severity = Literal["error", "warning", "note"]
+SEVERITIES: tuple[Severity, ...] = ("error", "warning", "note")
 
 
 @dataclass(frozen=True)
@@ -34,7 +39,7 @@ class ConfigProblem:
 
 
 class ConfigError(Exception):
-    """The configuration has errors; `problems` lists every one found (errors first, then warnings)."""
+    """The configuration has errors; `problems` lists every one found (warnings and notes too)."""
 
     def __init__(self, problems: list[ConfigProblem]) -> None:
         self.problems = problems
@@ -59,6 +64,22 @@ class ProblemLog:
     ) -> None:
         self.problems.append(ConfigProblem(self.file, line, path, attr, message, expected, "warning"))
 
+    def note(
+        self, line: int | None, path: str, message: str, expected: str | None = None, attr: str | None = None
+    ) -> None:
+        self.problems.append(ConfigProblem(self.file, line, path, attr, message, expected, "note"))
+
     @property
     def has_errors(self) -> bool:
         return any(p.severity == "error" for p in self.problems)
+
+
+def count(problems: list[ConfigProblem]) -> str:
+    """``2 errors, 1 warning, 10 notes``: how many of each severity (the ones with none left out, but at
+    least the errors)."""
+    parts = []
+    for severity in SEVERITIES:
+        n = sum(problem.severity == severity for problem in problems)
+        if n or severity == "error":
+            parts.append(f"{n} {severity}{'' if n == 1 else 's'}")
+    return ", ".join(parts)

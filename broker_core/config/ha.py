@@ -3,11 +3,13 @@
 `<ha-policy>` holds one of `<primary-only>`, `<shared-store>` or `<replication>`; the last two hold one
 `<primary>` or `<backup>`. Each parameter is allowed only where the seed allows it (a `coordination-id`
 in a shared-store backup is an error naming where it belongs). The older names (`<live-only>`,
-`<master>`, `<slave>`, `check-for-live-server`) are read with a deprecation warning. `<colocated>` is
-refused: colocated backups come in an issue of their own; `<replication>` needs a `<manager>` (quorum
-voting, which would decide without one, is not implemented yet). A `<cluster-connection>` is read for
-what a pair needs of it (its static connectors: where the partner is; connection-ttl: how soon a silent
-partner counts as gone); its clustering elements are warned about and ignored.
+`<master>`, `<slave>`, `check-for-live-server`) are read with a deprecation warning. What each parameter
+does here (implemented, no effect, not implemented yet: `<colocated>`, `<scale-down>`) is the support
+table's (support.py); `<replication>` without a `<manager>` decides by quorum voting, and the voting
+parameters with a `<manager>` have no effect (noted, as Artemis ignores them there). A
+`<cluster-connection>` is read for what a pair needs of it (its static connectors: where the partner is;
+connection-ttl: how soon a silent partner counts as gone); its other elements are judged by the table.
+A `<manager>` must name a lock manager this broker has, with the properties it reads.
 """
 
 from __future__ import annotations
@@ -15,7 +17,25 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from broker_core.config.model import ClusterConnection, Connector, HaKind, HaPolicy, HaRole, LockManager
+from broker_core.config.model import (
+    LOCK_MANAGERS,
+    ClusterConnection,
+    Connector,
+    HaKind,
+    HaPolicy,
+    HaRole,
+    LockManager,
+)
+from broker_core.config.parameters import check_client_tls, judge_parameters
+from broker_core.config.schema import did_you_mean
+from broker_core.config.support import (
+    CLUSTER_CONNECTION,
+    HA_PARAMETERS,
+    QUORUM_PARAMETERS,
+    QUORUM_VOTING,
+    QUORUM_WITH_A_MANAGER,
+    UriKind,
+)
 from broker_core.config.uri import parse_acceptor_uri
 from broker_core.config.values import parse_bool, parse_int
 from broker_core.config.xmlread import Element, Reader, local_name
@@ -35,16 +55,18 @@ _REPLICATION_COMMON = {
     "vote-retry-wait",
     "quorum-vote-wait",
     "manager",
+    "failback-delay",
 }
 # (policy, role) -> the parameters the seed lists for it
 _ALLOWED: dict[tuple[HaKind, HaRole | None], set[str]] = {
     (HaKind.PRIMARY_ONLY, None): {"scale-down"},
-    (HaKind.SHARED_STORE, HaRole.PRIMARY): {"failover-on-shutdown", "wait-for-activation"},
+    (HaKind.SHARED_STORE, HaRole.PRIMARY): {"failover-on-shutdown", "wait-for-activation", "failback-delay"},
     (HaKind.SHARED_STORE, HaRole.BACKUP): {
         "allow-failback",
         "failover-on-shutdown",
         "restart-backup",
         "scale-down",
+        "failback-delay",
     },
     (HaKind.REPLICATION, HaRole.PRIMARY): _REPLICATION_COMMON
     | {"check-for-active-server", "coordination-id"},
@@ -69,7 +91,9 @@ _CONVERTERS: dict[str, Callable[[str], Any]] = {
     "vote-retries": lambda t: parse_int(t, **_MS),
     "vote-retry-wait": lambda t: parse_int(t, **_MS),
     "quorum-vote-wait": lambda t: parse_int(t, minimum=1),
+    "failback-delay": lambda t: parse_int(t, **_MS),
 }
+_FIELDS = frozenset(name for name in _CONVERTERS if name.replace("-", "_") in HaPolicy.model_fields)
 
 
 def parse_ha_policy(reader: Reader, section: Element) -> HaPolicy:
@@ -99,24 +123,17 @@ def parse_ha_policy(reader: Reader, section: Element) -> HaPolicy:
             return HaPolicy(kind=kind)
     role_element = roles[0]
     role_name = _current_name(reader, role_element)
-    if role_name == "colocated":
-        reader.error(
-            role_element,
-            "colocated backups are not implemented yet; refused",
-            "<primary> or <backup> (colocated HA comes in its own issue)",
-        )
-        return HaPolicy(kind=kind)
     if role_name not in ("primary", "backup"):
-        reader.ignore(role_element)
+        reader.ignore(role_element)  # <colocated>: not implemented yet; or a name Artemis does not have
         return HaPolicy(kind=kind)
     role = HaRole(role_name)
-    policy = HaPolicy(kind=kind, role=role, **_parameters(reader, role_element, kind, role))
-    if kind == HaKind.REPLICATION and policy.manager is None:  # no unilateral activation without one
-        reader.error(
-            role_element,
-            "replication without a <manager> (quorum voting) is not implemented yet; refused",
-            "a <manager> (ZooKeeper, or the file lock manager on one host)",
-        )
+    voting: list[tuple[Element, str]] = []
+    policy = HaPolicy(kind=kind, role=role, **_parameters(reader, role_element, kind, role, voting))
+    if kind == HaKind.REPLICATION and policy.manager is None:
+        reader.judge(role_element, QUORUM_VOTING)
+    for child, text in voting:  # quorum voting's parameters act only where it decides
+        rule = HA_PARAMETERS[local_name(child)] if policy.manager is None else QUORUM_WITH_A_MANAGER
+        reader.judge(child, rule, text)
     return policy
 
 
@@ -129,7 +146,15 @@ def _current_name(reader: Reader, element: Element) -> str:
     return newer
 
 
-def _parameters(reader: Reader, element: Element, kind: HaKind, role: HaRole | None) -> dict[str, Any]:
+def _parameters(
+    reader: Reader,
+    element: Element,
+    kind: HaKind,
+    role: HaRole | None,
+    voting: list[tuple[Element, str]] | None = None,
+) -> dict[str, Any]:
+    """The parameters of one policy element; quorum voting's are judged by the caller (into `voting`),
+    once it knows whether a `<manager>` decides instead."""
     reader.check_attributes(element, set())
     allowed = _ALLOWED[(kind, role)]
     where = f"<{kind.value}>" + (f"<{role.value}>" if role else "")
@@ -140,9 +165,6 @@ def _parameters(reader: Reader, element: Element, kind: HaKind, role: HaRole | N
             newer = _DEPRECATED_PARAMETERS[name]
             reader.warning(child, f"<{name}> is deprecated; read as <{newer}>", f"<{newer}>")
             name = newer
-        if name == "failback-delay":
-            reader.warning(child, "<failback-delay> is deprecated and has no effect; ignored", "nothing")
-            continue
         if name not in allowed:
             if name in _CONVERTERS or name in ("manager", "scale-down"):
                 reader.error(
@@ -153,44 +175,72 @@ def _parameters(reader: Reader, element: Element, kind: HaKind, role: HaRole | N
             continue
         if name == "manager":
             values["manager"] = _manager(reader, child)
-        elif name == "scale-down":
-            reader.warning(child, "scale-down is not implemented yet; ignored", "nothing, for now")
-            values["scale_down"] = True
-        else:
+        elif name in _CONVERTERS:
             reader.check_attributes(child, set())
             reader.check_no_children(child)
-            value = reader.convert(child, reader.text(child), _CONVERTERS[name])
+            text = reader.text(child)
+            value = reader.convert(child, text, _CONVERTERS[name])
             if value is not None:
-                values[name.replace("-", "_")] = value
+                if name in QUORUM_PARAMETERS and voting is not None:
+                    voting.append((child, text or ""))
+                else:
+                    reader.judge(child, HA_PARAMETERS[name], text)
+                if name in _FIELDS:
+                    values[name.replace("-", "_")] = value
+        else:
+            reader.ignore(child)  # <scale-down>: not implemented yet, and the names inside it checked
     return values
 
 
 def _manager(reader: Reader, element: Element) -> LockManager:
+    """`<manager>`: a lock manager this broker has (an unknown class would only fail at start), with the
+    properties it reads (a misspelt one would silently take its default)."""
     reader.check_attributes(element, set())
     values: dict[str, Any] = {}
+    properties: dict[str, tuple[str, Element]] = {}
     for child in reader.children(element):
         name = local_name(child)
         if name == "class-name":
+            reader.check_attributes(child, set())
             text = reader.text(child)
             if text:
                 values["class_name"] = text
         elif name == "properties":
-            properties: dict[str, str] = {}
-            for prop in reader.children(child):
-                if local_name(prop) != "property":
-                    reader.ignore(prop)
-                    continue
-                reader.check_attributes(prop, {"key", "value"})
-                key, value = (
-                    reader.attr(prop, "key", required=True),
-                    reader.attr(prop, "value", required=True),
-                )
-                if key is not None and value is not None:
-                    properties[key] = value
-            values["properties"] = properties
+            reader.check_attributes(child, set())
+            properties.update(_manager_properties(reader, child))
         else:
             reader.ignore(child)
-    return LockManager(**values)
+    manager = LockManager(**values, properties={key: value for key, (value, _) in properties.items()})
+    known = LOCK_MANAGERS.get(manager.class_name)
+    if known is None:
+        reader.error(
+            element,
+            f"lock manager class {manager.class_name!r} is not one this broker has",
+            "class-name " + " or ".join(sorted(LOCK_MANAGERS)),
+        )
+        return manager
+    for key, (value, at) in properties.items():
+        if key not in known:
+            hint = did_you_mean(key, list(known), "", "")
+            reader.error(at, f"unknown property {key!r} of this lock manager{hint}", ", ".join(known), "key")
+        elif key.endswith("-ms") or key in ("session-percent", "retries"):
+            reader.convert(at, value, lambda text: parse_int(text, minimum=0), "value")
+    if known[0] not in properties:
+        reader.error(element, f"missing lock manager property {known[0]}", f'<property key="{known[0]}" ...>')
+    return manager
+
+
+def _manager_properties(reader: Reader, element: Element) -> dict[str, tuple[str, Element]]:
+    properties: dict[str, tuple[str, Element]] = {}
+    for prop in reader.children(element):
+        if local_name(prop) != "property":
+            reader.ignore(prop)
+            continue
+        reader.check_attributes(prop, {"key", "value"})
+        key, value = reader.attr(prop, "key", required=True), reader.attr(prop, "value", required=True)
+        if key is not None and value is not None:
+            properties[key] = (value, prop)
+    return properties
 
 
 def parse_connectors(reader: Reader, section: Element) -> tuple[Connector, ...]:
@@ -206,6 +256,10 @@ def parse_connectors(reader: Reader, section: Element) -> tuple[Connector, ...]:
         parsed = reader.convert(element, uri, parse_acceptor_uri) if uri else None
         if uri is not None and not uri:
             reader.error(element, "empty connector URI", "tcp://host:port?key=value;key=value")
+        if parsed is not None:  # the replication link to a partner connects with them
+            check_client_tls(
+                reader, element, judge_parameters(reader, element, parsed.params, UriKind.CONNECTOR), None
+            )
         if name is None or parsed is None or uri is None:
             continue
         if name in connectors:
@@ -215,12 +269,13 @@ def parse_connectors(reader: Reader, section: Element) -> tuple[Connector, ...]:
     return tuple(connectors.values())
 
 
-# the children of a <cluster-connection> read here; the others are about clustering queues, not HA
+# the children of a <cluster-connection> read here; the others are judged by the support table
 _CLUSTER_TIMES: dict[str, Callable[[str], int]] = {
     "connection-ttl": lambda t: parse_int(t, minimum=1),
     "check-period": lambda t: parse_int(t, minimum=1),
     "retry-interval": lambda t: parse_int(t, minimum=1),
     "reconnect-attempts": lambda t: parse_int(t, minimum=-1),
+    "call-timeout": lambda t: parse_int(t, minimum=1),
 }
 
 
@@ -237,9 +292,10 @@ def parse_cluster_connections(reader: Reader, section: Element) -> tuple[Cluster
         for child in reader.children(element):
             child_name = local_name(child)
             if child_name == "connector-ref":
+                reader.check_attributes(child, set())
                 values["connector_ref"] = reader.text(child)
             elif child_name == "static-connectors":
-                reader.check_attributes(child, {"allow-direct-connections-only"})
+                reader.check_attributes(child, set())
                 refs = []
                 for ref in reader.children(child):
                     if local_name(ref) != "connector-ref":
@@ -248,16 +304,14 @@ def parse_cluster_connections(reader: Reader, section: Element) -> tuple[Cluster
                         refs.append(text)
                 values["static_connectors"] = tuple(refs)
             elif child_name in _CLUSTER_TIMES:
-                value = reader.convert(child, reader.text(child), _CLUSTER_TIMES[child_name])
+                reader.check_attributes(child, set())
+                text = reader.text(child)
+                value = reader.convert(child, text, _CLUSTER_TIMES[child_name])
                 if value is not None:
+                    reader.judge(child, CLUSTER_CONNECTION[child_name], text)
                     values[child_name.replace("-", "_")] = value
             else:
-                reader.warning(
-                    child,
-                    "clustering queues across brokers is not implemented; ignored",
-                    "connector-ref, static-connectors, connection-ttl, check-period, retry-interval, "
-                    "reconnect-attempts (what a replicated pair uses)",
-                )
+                reader.ignore(child)  # clustering: judged by the support table
         if name is None:
             continue
         if name in clusters:

@@ -72,13 +72,13 @@ class LinkKind(StrEnum):
 
 
 class TlsSettings(Frozen):
+    """An acceptor's TLS: PEM files (a Java key store is refused); keyStorePath is the certificate chain,
+    keyStorePassword the key's password, trustStorePath the CAs client certificates are checked against."""
+
     enabled: bool = False
     key_store_path: str | None = None
     key_store_password: str | None = None
-    key_store_type: str | None = None
     trust_store_path: str | None = None
-    trust_store_password: str | None = None
-    trust_store_type: str | None = None
     need_client_auth: bool = False
     # Our extension for Python's ssl module, which reads PEM files rather than Java key stores.
     cert_path: str | None = None
@@ -96,26 +96,43 @@ class Acceptor(Frozen):
     amqp_credits: int = 1000
     amqp_low_credits: int = 300
     amqp_idle_timeout: int = 60000  # ms; Artemis derives it from the 60 s connection TTL
-    amqp_min_large_message_size: int = 102400
     amqp_duplicate_detection: bool = True
+    # a delivery still arriving goes to the large-messages directory past this size (0: every multi-frame
+    # one; -1: never), as Artemis streams large AMQP messages (spool.py)
+    amqp_min_large_message_size: int = 102400
     max_frame_size: int = 131072  # our AMQP default; Artemis's is larger
-    tcp_send_buffer_size: int | None = None
-    tcp_receive_buffer_size: int | None = None
-    use_epoll: bool = True
-    support_advisory: bool = True
-    suppress_internal_management_objects: bool = False
     anycast_prefix: str | None = None
     multicast_prefix: str | None = None
     connections_allowed: int = -1  # -1: unlimited
+    handshake_timeout: int = 10  # seconds a connection has to say what it speaks (Artemis's default; 0: none)
+    http_upgrade: bool = False  # httpUpgradeEnabled: connections come by HTTP upgrade only (websocket.md)
+    websocket_max_payload: int | None = None  # the largest WebSocket frame read (None: see websocket.md)
+    do_not_offset: bool = False  # a colocated backup's copy of this acceptor keeps its port
     # ours, beyond Artemis: the (remote, origin) broker ids a mirror link may forward ("*": any)
     mirror_trusted_origins: tuple[tuple[str, str], ...] = ()
-    other_params: dict[str, str] = {}  # unknown URI parameters, kept (each also produced a warning)
+    # ours: a mirror link's messages no queue here takes yet are held, up to so many (then its credit is
+    # withheld) and so long (ms; then stored on its dead-letter address, or held on without one)
+    mirror_max_held_messages: int = 10000
+    mirror_hold_timeout: int = 60000
+
+
+CONSOLE_PROTOCOL = "CONSOLE"  # ours: an acceptor with protocols=CONSOLE serves the web console
+
+
+class ConsoleSettings(Frozen):
+    """The web console (docs/console.md): an acceptor with ``protocols=CONSOLE`` gives its host, port and
+    TLS; off unless one is configured."""
+
+    acceptor: Acceptor
+    session_timeout: int = 1_800_000  # ms a login lasts without a request (consoleSessionTimeout)
 
 
 class Endpoint(Frozen):
     host: str
     port: int
     params: dict[str, str] = {}
+    scheme: str = "tcp"  # tcp, or ws / wss: AMQP over WebSocket (wss: over TLS)
+    path: str = "/"  # what a WebSocket upgrade asks for
 
 
 # ---------------------------------------------------------------- addresses and queues
@@ -127,7 +144,6 @@ class QueueConfig(Frozen):
     routing_type: RoutingType
     durable: bool = True
     filter: str | None = None
-    user: str | None = None
     max_consumers: int = -1
     purge_on_no_consumers: bool = False
     exclusive: bool = False
@@ -298,12 +314,44 @@ class AmqpConnection(Frozen):
     auto_start: bool = True
     mirrors: tuple[MirrorSettings, ...] = ()
     links: tuple[LinkSettings, ...] = ()
-    properties: dict[str, str] = {}
 
 
 # ---------------------------------------------------------------- high availability
 
 ZOOKEEPER_LOCK_MANAGER = "org.apache.activemq.artemis.lockmanager.zookeeper.CuratorDistributedLockManager"
+# the lock managers this broker has, by Artemis's class names (current and older), with the properties each
+# reads (the first one required)
+ZOOKEEPER_LOCK_MANAGERS = frozenset(
+    {
+        ZOOKEEPER_LOCK_MANAGER,
+        "org.apache.activemq.artemis.quorum.zookeeper.CuratorDistributedPrimitiveManager",
+    }
+)
+FILE_LOCK_MANAGERS = frozenset(
+    {
+        "org.apache.activemq.artemis.lockmanager.file.FileBasedLockManager",
+        "org.apache.activemq.artemis.quorum.file.FileBasedPrimitiveManager",
+    }
+)
+ZOOKEEPER_PROPERTIES = (
+    "connect-string",
+    "session-ms",
+    "session-percent",
+    "connection-ms",
+    "retries",
+    "retries-ms",
+    "namespace",
+)
+FILE_PROPERTIES = ("locks-folder",)
+# ours, for sites that run PostgreSQL and no ZooKeeper: a lease row per node id (lock_managers.py)
+POSTGRESQL_LOCK_MANAGER = "org.amqp_mirror.lockmanager.postgresql.PostgreSQLLockManager"
+POSTGRESQL_LOCK_MANAGERS = frozenset({POSTGRESQL_LOCK_MANAGER})
+POSTGRESQL_PROPERTIES = ("connect-string", "session-ms", "session-percent", "connection-ms", "namespace")
+LOCK_MANAGERS: dict[str, tuple[str, ...]] = {
+    **{name: ZOOKEEPER_PROPERTIES for name in ZOOKEEPER_LOCK_MANAGERS},
+    **{name: FILE_PROPERTIES for name in FILE_LOCK_MANAGERS},
+    **{name: POSTGRESQL_PROPERTIES for name in POSTGRESQL_LOCK_MANAGERS},
+}
 
 
 class HaKind(StrEnum):
@@ -372,6 +420,7 @@ class ClusterConnection(Frozen):
     check_period: int = 30000  # read; over AMQP each side sends keep-alives at half the other's TTL
     retry_interval: int = 500
     reconnect_attempts: int = -1
+    call_timeout: int = 30000  # ms a server waits for its partner's answer (a replica's confirmations)
 
 
 # ---------------------------------------------------------------- metrics
@@ -397,6 +446,8 @@ class MetricsSettings(Frozen):
     port: int = 9404
     queues: str = ""  # comma-separated address-match patterns of queue names; none by default
     max_queues: int = 100
+    addresses: str = ""  # the same, for per-address series (memory, paging, full-policy actions)
+    max_addresses: int = 100
     mirror_rpo_seconds: float = 60.0  # what the alerts hold a mirror's oldest pending event to
     mirror_behind_seconds: float = 10.0  # a mirror whose oldest pending event is older: logged as behind
 
@@ -461,12 +512,21 @@ class BrokerConfig(Frozen):
     node_manager_lock_directory: Path | None = None  # None: the journal directory
     cluster_user: str | None = None
     cluster_password: str | None = None
+    # the network isolation check (broker_core/ha/isolation.py): lists are comma-separated, as written
+    network_check_list: str | None = None
+    network_check_URL_list: str | None = None  # Artemis spells these two with capitals
+    network_check_NIC: str | None = None
+    network_check_period: int = 5000
+    network_check_timeout: int = 1000
+    network_check_ping_command: str | None = None
+    network_check_ping6_command: str | None = None
     ha_policy: HaPolicy = HaPolicy()
     connectors: tuple[Connector, ...] = ()
     cluster_connections: tuple[ClusterConnection, ...] = ()
 
     metrics: MetricsSettings = MetricsSettings()
-    acceptors: tuple[Acceptor, ...] = ()
+    acceptors: tuple[Acceptor, ...] = ()  # the AMQP ones
+    console: ConsoleSettings | None = None
     addresses: tuple[AddressConfig, ...] = ()
     address_settings: tuple[AddressSettingEntry, ...] = ()
     security_settings: tuple[SecuritySetting, ...] = ()

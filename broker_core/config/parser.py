@@ -31,11 +31,12 @@ from broker_core.config.ha import (
 from broker_core.config.metrics import parse_metrics
 from broker_core.config.model import BrokerConfig
 from broker_core.config.settings import parse_address_settings, parse_security_settings
+from broker_core.config.support import CORE
 from broker_core.config.users import ROLES_FILE, USERS_FILE, load_roles, load_users
+from broker_core.config.values import parse_sent_password
 from broker_core.config.xmlread import Element, Reader, converter_for, line_of, local_name
 
 _SECTIONS: dict[str, tuple[str, Callable[[Reader, Element], Any]]] = {
-    "acceptors": ("acceptors", parse_acceptors),
     "addresses": ("addresses", parse_addresses),
     "address-settings": ("address_settings", parse_address_settings),
     "security-settings": ("security_settings", parse_security_settings),
@@ -46,7 +47,15 @@ _SECTIONS: dict[str, tuple[str, Callable[[Reader, Element], Any]]] = {
     "metrics": ("metrics", parse_metrics),
 }
 _NOT_SCALARS = frozenset(
-    {"source", "base_dir", "users", "roles", *(field for field, _ in _SECTIONS.values())}
+    {
+        "source",
+        "base_dir",
+        "users",
+        "roles",
+        "acceptors",
+        "console",
+        *(field for field, _ in _SECTIONS.values()),
+    }
 )
 _SIZES = frozenset({"journal_file_size", "journal_buffer_size", "global_max_size", "min_disk_free"})
 _MINIMUMS = {
@@ -59,6 +68,9 @@ _MINIMUMS = {
     "id_cache_size": 0,
     "max_disk_usage": -1,
     "disk_scan_period": 1,
+    "connection_ttl_override": -1,
+    "network_check_period": 1,
+    "network_check_timeout": 1,
 }
 _DIRECTORIES = {
     "journal_directory": "data/journal",
@@ -93,7 +105,7 @@ def load_config(
     if values is not None:
         _resolve_directories(values, base)
         problems += _load_security_files(config_path, values, users_file, roles_file)
-    if strict:
+    if strict:  # what has no effect here, or runs otherwise than Artemis would, is refused too
         problems = [_as_error(problem) for problem in problems]
     if values is None or any(problem.severity == "error" for problem in problems):
         raise ConfigError(problems)
@@ -105,7 +117,9 @@ def load_config(
 
 
 def _as_error(problem: ConfigProblem) -> ConfigProblem:
-    message = problem.message.replace("; ignored", "; refused (--strict)")
+    if problem.severity == "error":
+        return problem
+    message = problem.message.removesuffix("; ignored") + "; refused (--strict)"
     return ConfigProblem(
         problem.file, problem.line, problem.element_path, problem.attribute, message, problem.expected
     )
@@ -164,13 +178,21 @@ def _parse_core(reader: Reader, core: Element) -> dict[str, Any]:
         seen[name] = line_of(element)
         _parse_core_element(reader, element, name, values)
     check_connector_refs(reader, core, values.get("connectors", ()))
+    _override_connection_ttl(values)
     return values
 
 
 def _parse_core_element(reader: Reader, element: Element, name: str, values: dict[str, Any]) -> None:
+    if name == "acceptors":  # the AMQP acceptors, and the console's
+        values.update(parse_acceptors(reader, element))
+        return
     if name in _SECTIONS:
         field, parse = _SECTIONS[name]
         values[field] = parse(reader, element)
+        return
+    if name == "store":  # <file-store/> is what runs here; a <database-store> is refused
+        reader.check_attributes(element, set())
+        reader.check_no_children(element)
         return
     field = name.replace("-", "_")
     if field in _NOT_SCALARS or field not in BrokerConfig.model_fields:
@@ -179,12 +201,34 @@ def _parse_core_element(reader: Reader, element: Element, name: str, values: dic
     reader.check_attributes(element, set())
     reader.check_no_children(element)
     annotation = BrokerConfig.model_fields[field].annotation
-    convert = converter_for(annotation, size=field in _SIZES, minimum=_MINIMUMS.get(field))
-    value = reader.convert(element, reader.text(element), convert)
+    convert: Callable[[str], Any] = (
+        parse_sent_password
+        if field == "cluster_password"
+        else converter_for(annotation, size=field in _SIZES, minimum=_MINIMUMS.get(field))
+    )
+    text = reader.text(element)
+    value = reader.convert(element, text, convert)
+    if value is not None:
+        reader.judge(element, CORE[name], text)
     if field == "max_disk_usage" and value is not None and value > 100:
         reader.error(element, f"max-disk-usage {value} is over 100", "a percentage 0-100, or -1 to disable")
     elif value is not None:
         values[field] = value
+
+
+def _override_connection_ttl(values: dict[str, Any]) -> None:
+    """Artemis's <connection-ttl-override> is the idle timeout of every AMQP connection, in and out, whose
+    acceptor does not set its own amqpIdleTimeout."""
+    ttl = values.get("connection_ttl_override", -1)
+    if ttl == -1:
+        return
+    values["acceptors"] = tuple(
+        a if "amqp_idle_timeout" in a.model_fields_set else a.model_copy(update={"amqp_idle_timeout": ttl})
+        for a in values.get("acceptors", ())
+    )
+    values["broker_connections"] = tuple(
+        c.model_copy(update={"idle_timeout": ttl}) for c in values.get("broker_connections", ())
+    )
 
 
 def _resolve_directories(values: dict[str, Any], base: Path) -> None:
@@ -210,8 +254,20 @@ def _load_security_files(
     if roles_file is not None or roles_path.exists():
         known = {user.name for user in values.get("users", ())}
         values["roles"] = load_roles(roles_path, roles_log, known)
-    if values.get("security_enabled", True) and "users" not in values:
-        users_log.warning(
-            None, "", "security is enabled but no users file was found; nobody can log in", USERS_FILE
-        )
+    if values.get("security_enabled", True):
+        beside = f"beside {config_path.name} (or <security-enabled>false</security-enabled>)"
+        if "users" not in values:
+            users_log.warning(
+                None,
+                "",
+                "security is enabled but there is no users file: nobody can log in",
+                f"{users_path.name} {beside}",
+            )
+        if "roles" not in values:
+            roles_log.warning(
+                None,
+                "",
+                "security is enabled but there is no roles file: every user is denied every permission",
+                f"{roles_path.name} {beside}",
+            )
     return users_log.problems + roles_log.problems

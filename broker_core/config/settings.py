@@ -10,6 +10,7 @@ from broker_core.config.model import (
     AddressSettings,
     SecuritySetting,
 )
+from broker_core.config.support import ADDRESS_SETTING
 from broker_core.config.values import BadValue, parse_enum, split_list
 from broker_core.config.xmlread import Element, Reader, converter_for, local_name
 from broker_core.security.authorization import Permission
@@ -63,8 +64,11 @@ def _parse_address_setting(reader: Reader, element: Element) -> AddressSettings:
             reader.ignore(child)
             continue
         reader.check_attributes(child, set())
-        value = reader.convert(child, reader.text(child), _converter(field))
+        reader.check_no_children(child)
+        text = reader.text(child)
+        value = reader.convert(child, text, _converter(field))
         if value is not None:
+            reader.judge(child, ADDRESS_SETTING[local_name(child)], text)
             values[field] = value
     return AddressSettings(**values)
 

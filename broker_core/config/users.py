@@ -2,8 +2,11 @@
 
 The syntax is the basic java.util.Properties one: ``key = value`` or ``key: value`` (or a space),
 ``#`` and ``!`` comment lines, a trailing backslash continues a line, backslash escapes ``\\ ``,
-``\\=``, ``\\:``, ``\\t``, ``\\n`` and ``\\uXXXX``. Passwords written as ``ENC(...)`` are hashed or
-masked by Artemis tools; we cannot check them yet, so they are reported as errors.
+``\\=``, ``\\:``, ``\\t``, ``\\n`` and ``\\uXXXX``. Passwords written as ``ENC(...)`` are Artemis's
+masked forms (security/masked.py): a one-way hash, checked at each login, or a two-way mask, decoded here.
+
+An empty password (``bob =``, or a line ``alice`` with no separator, which java.util.Properties reads
+as ``alice`` with the empty string) is reported with a warning: such a user cannot log in here.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 from broker_core.config.errors import ProblemLog
 from broker_core.config.model import User
 from broker_core.config.values import split_list
+from broker_core.security.masked import MaskError, decode, is_one_way, masked, verify
 
 USERS_FILE = "artemis-users.properties"
 ROLES_FILE = "artemis-roles.properties"
@@ -27,6 +31,7 @@ class Property:
     line: int
     key: str
     value: str
+    separated: bool = True  # the line had a separator (`=`, `:` or whitespace) after its key
 
 
 def _logical_lines(text: str) -> list[tuple[int, str]]:
@@ -59,7 +64,8 @@ def _unescape(text: str) -> str:
     return _ESCAPE.sub(replace, text)
 
 
-def _split_key(line: str) -> tuple[str, str]:
+def _split_key(line: str) -> tuple[str, str, bool]:
+    """(key, the rest, whether a separator came after the key)."""
     index = 0
     while index < len(line):
         char = line[index]
@@ -72,14 +78,14 @@ def _split_key(line: str) -> tuple[str, str]:
     key, rest = line[:index], line[index:].lstrip(" \t")
     if rest[:1] in ("=", ":"):
         rest = rest[1:].lstrip(" \t")
-    return key, rest
+    return key, rest, index < len(line)
 
 
 def parse_properties(text: str) -> list[Property]:
     properties = []
     for line_number, line in _logical_lines(text):
-        key, value = _split_key(line)
-        properties.append(Property(line_number, _unescape(key), _unescape(value).strip()))
+        key, value, separated = _split_key(line)
+        properties.append(Property(line_number, _unescape(key), _unescape(value).strip(), separated))
     return properties
 
 
@@ -101,16 +107,46 @@ def load_users(path: Path, log: ProblemLog) -> tuple[User, ...]:
             log.warning(
                 prop.line, prop.key, f"duplicate user {prop.key!r}; this later entry wins", "each user once"
             )
-        if prop.value.startswith("ENC(") and prop.value.endswith(")"):
-            log.error(
+        if not prop.separated:
+            log.warning(
                 prop.line,
                 prop.key,
-                "hashed/encoded passwords (ENC(...)) are not supported yet",
-                "a plain password",
+                "no '=': read as a user with an empty password, and an empty password cannot log in",
+                f"{prop.key} = <password>",
             )
-        else:
-            users[prop.key] = User(name=prop.key, password=prop.value)
+        elif not prop.value:
+            log.warning(
+                prop.line,
+                prop.key,
+                "empty password: an empty password cannot log in",
+                f"{prop.key} = <password>",
+            )
+        password = _password(prop, log)
+        if password is not None:
+            users[prop.key] = User(name=prop.key, password=password)
     return tuple(users.values())
+
+
+def _password(prop: Property, log: ProblemLog) -> str | None:
+    """A user's password as the store keeps it: plain; a one-way hash as written, `ENC(...)` (checked
+    at each login); a two-way mask decoded (Artemis's codec reads both forms in this file)."""
+    inner = masked(prop.value)
+    if inner is None:
+        return prop.value
+    try:
+        if is_one_way(inner):
+            verify(inner, "")  # its form and numbers are checked now, not at the first login
+            return prop.value
+        return decode(inner)
+    except MaskError as exc:
+        log.error(
+            prop.line,
+            prop.key,
+            f"ENC(...) password not readable: {exc}",
+            "ENC(ITERATIONS:SALT:HASH) as `artemis user add` or `artemis mask --hash` writes, "
+            "ENC(<hex>) as `artemis mask` writes (default key), or a plain password",
+        )
+        return None
 
 
 def load_roles(path: Path, log: ProblemLog, known_users: set[str]) -> dict[str, frozenset[str]]:

@@ -83,3 +83,20 @@ def parse_enum(text: str, enum_type: type[E]) -> E:
 def split_list(text: str) -> tuple[str, ...]:
     """A comma-separated list, trimmed, empty items dropped."""
     return tuple(item.strip() for item in text.split(",") if item.strip())
+
+
+def parse_sent_password(text: str) -> str:
+    """A password this broker sends to another (a broker connection's, the cluster password): as written,
+    or masked two-way as Artemis's `artemis mask` writes it, `ENC(<hex>)`. A one-way hash cannot be sent."""
+    from broker_core.security.masked import MaskError, decode, is_one_way, masked
+
+    inner = masked(text)
+    if inner is None:
+        return text
+    expected = "the password itself, or ENC(<hex>) as `artemis mask PASSWORD` writes it (default key)"
+    if is_one_way(inner):
+        raise BadValue("a one-way hash (ENC(n:salt:hash)) cannot be sent to another broker", expected)
+    try:
+        return decode(inner)
+    except MaskError as exc:
+        raise BadValue(f"ENC(...) password not readable: {exc}", expected) from None

@@ -18,13 +18,11 @@ from lxml import etree
 from broker_core.config.errors import ProblemLog
 from broker_core.config.placeholders import UnresolvedPlaceholder, substitute
 from broker_core.config.schema import artemis
+from broker_core.config.support import Rule, Support, judged, rule_for
 from broker_core.config.values import BadValue, parse_bool, parse_enum, parse_float, parse_int, parse_size
 
 T = TypeVar("T")
 Element = etree._Element
-NOT_IMPLEMENTED = "not implemented yet; ignored"
-# The `expected` part of a "not implemented yet" warning: the name is right, the feature is missing here.
-IMPLEMENTED = "only what this broker implements (docs/configuration.md); Artemis has this, we do not yet"
 ARTEMIS_NAMESPACES = frozenset({"", "urn:activemq", "urn:activemq:core"})
 _NAMING_ATTRIBUTES = ("name", "match", "type")
 
@@ -73,20 +71,59 @@ class Reader:
         return (child for child in element if isinstance(child.tag, str))
 
     def ignore(self, element: Element) -> None:
-        """An element this broker does not read: a mistake (not in Artemis's schema, or not where the
-        schema allows it) is an error; what Artemis has and this broker does not implement, a warning."""
+        """An element the parser does not read. A name Artemis's schema does not have, or not there, is an
+        error ("did you mean"); one it has is judged by the support table (support.py): nothing more
+        if it asks for what this broker does, a note if it has no effect here, an error if it is not
+        implemented yet. The names inside it are checked either way: a typo in `<scale-down>` is a typo."""
         name, schema = local_name(element), artemis()
         parent_element = element.getparent()
         parent = local_name(parent_element) if parent_element is not None else None
         if (etree.QName(element).namespace or "") not in ARTEMIS_NAMESPACES:
-            self.warning(element, NOT_IMPLEMENTED, IMPLEMENTED)  # another namespace (XInclude, ...)
+            self.error(
+                element,
+                "not implemented yet: elements of other namespaces (XInclude, ...) are not read; refused",
+                "elements of Artemis's namespaces only",
+            )
         elif not schema.knows(name):
             self.error(element, *schema.unknown_element(parent, name))
         elif parent is not None and not schema.allows(parent, name):
             self.error(element, *schema.misplaced_element(parent, name))
         else:
-            self.warning(element, NOT_IMPLEMENTED, IMPLEMENTED)
+            self.judge(element, rule_for(parent, name), self._value(element))
+            self._check_attribute_names(element)
             self._check_names(element)
+
+    def judge(
+        self,
+        element: Element,
+        rule: Rule,
+        value: str | None = None,
+        *,
+        name: str | None = None,
+        attr: str | None = None,
+    ) -> Support:
+        """Say what a name Artemis has does here (`name` for one the element path does not show, such as a
+        URI parameter): a note if it has no effect, an error if it is not implemented yet (`value` may be
+        one that asks for what this broker does anyway: then nothing)."""
+        support = judged(rule, value)
+        if support == Support.INERT:
+            subject = f"{name} has" if name else "has"
+            self.note(element, f"{subject} no effect here: {rule.why}", attr=attr)
+        elif support == Support.REFUSED:
+            subject = f"{name} is not" if name else "not"
+            harmless = " or ".join(rule.harmless)
+            expected = rule.instead or "it left out, until it is implemented"
+            self.error(
+                element,
+                f"{subject} implemented yet: {rule.why}; refused",
+                f"{harmless}, or left out" if harmless else expected,
+                attr,
+            )
+        return support
+
+    def _value(self, element: Element) -> str | None:
+        text = (element.text or "").strip()
+        return self.text(element) if text else None
 
     def _check_names(self, element: Element) -> None:
         """Mistakes inside an element this broker does not read (a typo in `<ha-policy>` is still a typo):
@@ -102,21 +139,27 @@ class Reader:
             if not schema.allows(parent, name):
                 self.error(child, *schema.misplaced_element(parent, name))
                 continue
-            for attribute in child.attrib:
-                qname = etree.QName(attribute)
-                if qname.namespace is None and not schema.knows_attribute(name, qname.localname):
-                    self.error(child, *schema.unknown_attribute(name, qname.localname), qname.localname)
+            self._check_attribute_names(child)
             self._check_names(child)
 
+    def _check_attribute_names(self, element: Element) -> None:
+        schema, name = artemis(), local_name(element)
+        for attribute in element.attrib:
+            qname = etree.QName(attribute)
+            if qname.namespace is None and not schema.knows_attribute(name, qname.localname):
+                self.error(element, *schema.unknown_attribute(name, qname.localname), qname.localname)
+
     def check_attributes(self, element: Element, allowed: set[str] | frozenset[str]) -> None:
-        """Attributes other than `allowed`: unknown to Artemis's schema, an error; known, a warning."""
+        """Attributes other than `allowed`: unknown to Artemis's schema, an error; known, judged by the
+        support table (an attribute no table lists is not implemented yet)."""
         schema, owner = artemis(), local_name(element)
-        for name in element.attrib:
+        for name, raw in element.attrib.items():
             qname = etree.QName(name)
             if qname.namespace is not None or qname.localname in allowed:
                 continue
             if schema.knows_attribute(owner, qname.localname):
-                self.warning(element, NOT_IMPLEMENTED, IMPLEMENTED, qname.localname)
+                rule = rule_for(owner, f"@{qname.localname}")
+                self.judge(element, rule, raw, attr=qname.localname)
             else:
                 self.error(element, *schema.unknown_attribute(owner, qname.localname), qname.localname)
 
@@ -170,6 +213,11 @@ class Reader:
         self, element: Element, message: str, expected: str | None = None, attr: str | None = None
     ) -> None:
         self.log.warning(line_of(element), self.path(element), message, expected, attr)
+
+    def note(
+        self, element: Element, message: str, expected: str | None = None, attr: str | None = None
+    ) -> None:
+        self.log.note(line_of(element), self.path(element), message, expected, attr)
 
 
 def converter_for(annotation: Any, size: bool = False, minimum: int | None = None) -> Callable[[str], Any]:

@@ -28,6 +28,7 @@ from broker_core.paging.pagefile import page_name
 
 from . import replication_wire as wire
 from .node_files import write_activation_sequence
+from .replication_states import FollowEvent
 
 Callback = Callable[[], None]
 log = logging.getLogger("broker.ha")
@@ -45,6 +46,7 @@ class Replica:
         dispatch: Callable[[Callback], None],
         segment_size: int,
         group_name: str | None = None,
+        on_event: Callable[[FollowEvent], None] = lambda event: None,
     ) -> None:
         self.journal_dir = Path(journal_dir)
         self.paging_dir = Path(paging_dir)
@@ -53,6 +55,8 @@ class Replica:
         self.dispatch = dispatch
         self.segment_size = segment_size
         self.group_name = group_name  # replicate only from a primary of this group-name, when both say
+        self.on_event = on_event  # the stream's news, for the coordinator's follow table
+        self.expected_node_id: str | None = None  # a primary follows only an active server of its node id
         self.journal: Journal | None = None
         self.node_id: str | None = None
         self.activation_sequence = 0
@@ -74,9 +78,11 @@ class Replica:
         elif kind == wire.SYNCHRONIZED:
             self._synchronized(done)
         elif kind == wire.STOPPING:
-            self.primary_stopped = "failover" if body.get("failover") else "paused"
+            failover = bool(body.get("failover"))
+            self.primary_stopped = "failover" if failover else "paused"
             log.info("AMQ221028: primary %s is stopping (%s)", self.primary, self.primary_stopped)
             done()
+            self.on_event(FollowEvent.SAID_FAILOVER if failover else FollowEvent.SAID_PAUSED)
         else:
             _tag, chunks, frames = body
             for chunk in chunks:
@@ -87,9 +93,15 @@ class Replica:
 
     def _begin(self, hello: dict[str, Any]) -> None:
         theirs = hello.get("groupName")
-        if self.group_name is not None and theirs is not None and theirs != self.group_name:
+        if self.group_name is not None and theirs != self.group_name:
             raise wire.ReplicationFormatError(
                 f"primary {hello.get('name')} is in group-name {theirs!r}, this server in {self.group_name!r}"
+            )
+        expected = self.expected_node_id
+        if expected is not None and hello.get("nodeId") != expected:
+            theirs_id = hello.get("nodeId")
+            raise wire.ReplicationFormatError(
+                f"{hello.get('name')} is active with node id {theirs_id}, not this server's {expected}"
             )
         self.close()
         self.synchronized = False
@@ -107,6 +119,7 @@ class Replica:
         journal.open()
         self.journal = journal
         log.info("AMQ221026: replicating from primary %s (node id %s)", self.primary, self.node_id)
+        self.on_event(FollowEvent.STREAM_UP)
 
     def _append(self, records: list[Record], done: Callback) -> None:
         if self.journal is None:
@@ -119,6 +132,7 @@ class Replica:
             self.synchronized = True
             log.info("AMQ221024: backup is synchronized with primary %s", self.primary)
             done()
+            self.on_event(FollowEvent.SYNCHRONIZED)
 
         self._append([], finished)  # after everything appended before it
 

@@ -12,26 +12,27 @@ from `REPLICATION_ADDRESS`; the primary then
    Accepted) also waits for the backup to have the batch it is in (the barrier), as Artemis's
    `OperationContext` waits for the replication response;
 4. streams each tapped batch (`live`, with the page bytes it commits) in order.
-A synchronized backup that goes away could be about to activate (this server paused, its lock lost), so
-the confirmations waiting at the barrier stay held until the coordinator has *fenced* it: moved the
-activation sequence on while still holding the lock, which leaves the backup's copy stale for ever. Then
-they go out and the primary goes on alone; if the fence fails, they never go out and the server stops.
-An unsynchronized backup could not have activated: its going releases nothing, as nothing waited for it.
+What each replica's link goes through (copying, synchronized, fenced off when it goes, dropped when it
+lags past call-timeout, handed over to on a clean stop) is replication_states.py's feed table; this module
+carries its actions out.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from broker_core.amqp.performatives import Accepted, Attach
-from broker_core.errors import ResourceLocked, Unauthorized
+from broker_core.errors import NotAllowed, ResourceLocked, Unauthorized
 from broker_core.journal.records import PageRemoved, PageWritten
 from broker_core.journal.replication import ReplicationSnapshot
 from broker_core.paging.pagefile import page_name
@@ -39,6 +40,7 @@ from broker_core.persistence import Callback
 from broker_core.services import OutgoingLink
 
 from . import replication_wire as wire
+from .replication_states import Feed, FeedAction, FeedEvent, feed_step
 
 if TYPE_CHECKING:
     from broker_core.amqp.connection import Link
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("broker.ha")
 
 SNAPSHOT_CHUNK = 256 * 1024  # bytes of frames per snapshot packet
+GROUP_NAME = "group-name"  # a backup's attach property: the group-name it replicates within
 
 
 class ReplicationBarrier:
@@ -56,15 +59,20 @@ class ReplicationBarrier:
 
     def __init__(self, server: Server) -> None:
         self.server = server
-        self._waiting: deque[tuple[int, Callback]] = deque()  # (the batch it is in, release), in order
+        # (the batch it is in, release, since when it waits), in order
+        self._waiting: deque[tuple[int, Callback, float]] = deque()
 
     def wait(self, release: Callback) -> bool:
-        self._waiting.append((self.server.persistence.flushes + 1, release))
+        self._waiting.append((self.server.persistence.flushes + 1, release, time.monotonic()))
         return True
 
     @property
     def pending(self) -> int:
         return len(self._waiting)
+
+    def oldest_wait(self) -> float:
+        """Seconds the oldest held confirmation has waited (0 when none waits)."""
+        return time.monotonic() - self._waiting[0][2] if self._waiting else 0.0
 
     def covered(self, tag: int) -> None:
         """The backup has every batch up to `tag`."""
@@ -74,8 +82,18 @@ class ReplicationBarrier:
 
     def release_all(self) -> None:
         waiting, self._waiting = self._waiting, deque()
-        for _, release in waiting:
+        for _, release, _since in waiting:
             release()
+
+
+@dataclass(frozen=True)
+class ReplicationSettings:
+    """What the replication service reads of the configuration (the reference's defaults)."""
+
+    sync_timeout_ms: int = 30000  # initial-replication-sync-timeout
+    call_timeout_ms: int = 30000  # the cluster connection's call-timeout: how long a replica may lag
+    group_name: str | None = None  # a backup of another group-name is refused
+    connection_ttl_override: int = -1  # when set, a replica silent for this long is gone
 
 
 class ReplicationService:
@@ -88,18 +106,19 @@ class ReplicationService:
         on_change: Callable[[bool, str], None],
         activation_sequence: Callable[[], int],
         fence: Callable[[Callable[[bool], None]], None],
-        sync_timeout_ms: int,
-        group_name: str | None = None,
+        settings: ReplicationSettings = ReplicationSettings(),
     ) -> None:
         self.server = server
         self.post = post  # run on the loop, from the journal's writer thread
         self.on_change = on_change  # (synchronized, the replica's role): a replica synchronized, or lost
         self.activation_sequence = activation_sequence
         self.fence = fence  # fence(done): make a lost synchronized backup stale, then done(ok)
-        self.sync_timeout = sync_timeout_ms / 1000  # initial-replication-sync-timeout
-        self.group_name = group_name
+        self.settings = settings
+        self.sync_timeout = settings.sync_timeout_ms / 1000
+        self.call_timeout = settings.call_timeout_ms / 1000
+        self.group_name = settings.group_name
         self.feed: ReplicaFeed | None = None
-        self.closing = False  # stopping cleanly: a replica that goes now is not fenced off
+        self.dropped_lagging = 0  # replicas dropped for lagging past call-timeout (a metric)
 
     @property
     def synchronized(self) -> bool:
@@ -109,13 +128,23 @@ class ReplicationService:
         if not peer.cluster_member:
             log.warning("%s: replication refused to user %s: not the cluster user", peer.name, peer.user)
             raise Unauthorized("replication needs the cluster user and password")
+        theirs = (attach.properties or {}).get(GROUP_NAME)
+        if theirs is not None and theirs != self.group_name:
+            ours = self.group_name
+            log.info("replication refused to %s: its group-name %r, not %r", peer.name, theirs, ours)
+            raise NotAllowed(f"group-name {theirs!r} does not match this server's {self.group_name!r}")
         if self.feed is not None:
+            other = self.feed.peer.name
+            log.info("replication refused to %s: %s replicates from this server already", peer.name, other)
             raise ResourceLocked("a backup is replicating from this server already")
         journal = self.server.journal
         if journal is None or not self.server.persistence.enabled:
             raise Unauthorized("nothing to replicate: persistence is disabled")
         conn = peer.conn
-        if conn.remote_idle_timeout_ms:
+        override = self.settings.connection_ttl_override
+        if override > 0:
+            conn.idle_timeout_ms = override  # connection-ttl-override: the server's word, not the backup's
+        elif conn.remote_idle_timeout_ms:
             conn.idle_timeout_ms = conn.remote_idle_timeout_ms  # its connection-ttl: a silent backup is gone
         feed = self.feed = ReplicaFeed(self, peer, link)
         link.context = OutgoingLink(feed.send, feed.settled, feed.detached)
@@ -138,9 +167,28 @@ class ReplicationService:
     def stopping(self, failover: bool) -> None:
         """This server stops cleanly: tell the backup whether to take over, before the connection goes.
         What waits at the barrier now waits for good (the connections close before it could be sent)."""
-        self.closing = True
-        if self.feed is not None:
-            self.feed.say_stopping(failover)
+        feed = self.feed
+        if feed is not None:
+            feed.on(FeedEvent.SERVER_STOPPING)
+            feed.say_stopping(failover)
+
+    async def hand_over(self, timeout: float) -> bool | None:
+        """Stopping cleanly, its clients gone: wait, at most `timeout` seconds, until the synchronized
+        backup has every batch written so far, then tell it to take over. Whether it had them all in
+        time (what it lacks was never confirmed: confirmations wait for it); None without a synchronized
+        backup (nobody to hand over to: the server simply stops)."""
+        feed = self.feed
+        if feed is None or not feed.synchronized:
+            self.stopping(failover=False)
+            return None
+        feed.on(FeedEvent.SERVER_STOPPING)  # a replica that goes from now on is not fenced: it takes over
+        journal = self.server.journal
+        self.server.persistence.flush()
+        if journal is not None:
+            journal.flush()  # everything handed over is written, so tapped: `last_tag` is final
+        complete = await feed.caught_up(timeout)
+        self.stopping(failover=True)
+        return complete
 
 
 class ReplicaFeed:
@@ -154,8 +202,10 @@ class ReplicaFeed:
         self.role = (
             link.name.split(":")[1] if link.name.count(":") >= 2 else "backup"
         )  # replication:ROLE:NAME
-        self.synchronized = False
+        self.state = Feed.COPYING
+        self.held = False  # its barrier is on the server's confirmations (it was synchronized)
         self.barrier = ReplicationBarrier(self.server)
+        self._lag_timer: asyncio.TimerHandle | None = None
         self._sync: Iterator[tuple[object, bytes]] | None = None  # the snapshot's packets, as credit allows
         self._copied = False  # the snapshot's files were read
         self._live: deque[tuple[int, bytes]] = deque()  # (tag, packet), from the writer thread
@@ -164,6 +214,9 @@ class ReplicaFeed:
         self._tag = 0
         self._closed = False
         self._sync_timer: asyncio.TimerHandle | None = None
+        self.last_tag = 0  # the last batch tapped (writer thread)
+        self.covered_tag = 0  # the last batch the backup has
+        self._catching_up: asyncio.Future[None] | None = None
 
     # ------------------------------------------------------------------- journal (writer thread)
 
@@ -181,6 +234,7 @@ class ReplicaFeed:
                     assert isinstance(record, PageRemoved)
                     self._page_ends.pop(record.page, None)
             self._live.append((entry.tag, wire.live(entry.tag, chunks, entry.data)))
+            self.last_tag = entry.tag
         self.service.post(self.send)
 
     def _page_chunk(self, page: int, end: int) -> wire.PageChunk | None:
@@ -241,6 +295,10 @@ class ReplicaFeed:
         if sent:
             self.peer.write_out()
 
+    @property
+    def synchronized(self) -> bool:
+        return self.held and self.state in (Feed.SYNCHRONIZED, Feed.STOPPING)
+
     def say_stopping(self, failover: bool) -> None:
         if self._closed or self.peer.conn.closed or self._sync is not None:
             return  # not synchronized: the backup could not take over anyway
@@ -263,75 +321,128 @@ class ReplicaFeed:
             return
         if not isinstance(state, Accepted):
             log.error("replication: the backup refused a packet (%s); replication stops", state)
-            self._end(f"the backup refused a packet ({state})")
+            self.on(FeedEvent.LINK_LOST, f"the backup refused a packet ({state})")
             return
         what = delivery.context
-        if what == "synchronized" and not self.synchronized:
-            if self._sync_timer is not None:
-                self._sync_timer.cancel()
-            self.synchronized = True
-            self.server.persistence.add_barrier(self.barrier)
-            log.info(
-                "AMQ221024: %s %s is synchronized with this server (%s)",
-                self.role,
-                self.peer.name,
-                self.server.name,
-            )
-            self.service.on_change(True, self.role)
+        if what == "synchronized":
+            self.on(FeedEvent.COPY_CONFIRMED)
         elif isinstance(what, int):
+            self.covered_tag = max(self.covered_tag, what)
             self.barrier.covered(what)
+            self._check_caught_up()
+
+    async def caught_up(self, timeout: float) -> bool:
+        """Wait until the backup has every batch tapped so far (at most `timeout` seconds, and not past
+        the link's end); whether it has them all."""
+        target = self.last_tag
+        if self.covered_tag < target and not self._closed:
+            self._catching_up = asyncio.get_running_loop().create_future()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._catching_up), timeout)
+            self._catching_up = None
+        return self.covered_tag >= target
+
+    def _check_caught_up(self) -> None:
+        waiting = self._catching_up
+        if waiting is not None and not waiting.done() and (self.covered_tag >= self.last_tag or self._closed):
+            waiting.set_result(None)
 
     def detached(self) -> None:
-        self._end("the backup went away")
+        self.on(FeedEvent.LINK_LOST, "the backup went away")
 
     def _sync_timed_out(self) -> None:
-        self._end(
+        self.on(
+            FeedEvent.COPY_TIMED_OUT,
             f"the backup did not confirm the end of the initial synchronization within "
-            f"{self.service.sync_timeout * 1000:.0f} ms (initial-replication-sync-timeout)"
+            f"{self.service.sync_timeout * 1000:.0f} ms (initial-replication-sync-timeout)",
         )
-        if not self.peer.conn.closed:
-            self.peer.conn.fail("amqp:resource-limit-exceeded", "initial replication sync timeout")
-            self.peer.write_out()
 
-    def _end(self, why: str) -> None:
+    def _watch_lag(self) -> None:
+        """While synchronized: a confirmation held for this replica past call-timeout drops it."""
+        self._lag_timer = None
+        if self.state != Feed.SYNCHRONIZED:
+            return
+        waited = self.barrier.oldest_wait()
+        if waited > self.service.call_timeout:
+            self.on(
+                FeedEvent.LAGGING,
+                f"a confirmation has waited {waited * 1000:.0f} ms for it (call-timeout "
+                f"{self.service.call_timeout * 1000:.0f} ms)",
+            )
+            return
+        every = min(1.0, max(self.service.call_timeout / 4, 0.01))
+        self._lag_timer = asyncio.get_running_loop().call_later(every, self._watch_lag)
+
+    # ------------------------------------------------------------------ the feed table's actions
+
+    def on(self, event: FeedEvent, why: str = "") -> None:
+        step = feed_step(self.state, event)
+        self.state = step.state
+        for action in step.actions:
+            self._act(action, why)
+
+    def _act(self, action: FeedAction, why: str) -> None:
+        name = self.peer.name
+        if action == FeedAction.HOLD_CONFIRMATIONS:
+            if self._sync_timer is not None:
+                self._sync_timer.cancel()
+            self.held = True
+            self.server.persistence.add_barrier(self.barrier)
+            log.info(
+                "AMQ221024: %s %s is synchronized with this server (%s)", self.role, name, self.server.name
+            )
+            self.service.on_change(True, self.role)
+            self._watch_lag()
+        elif action == FeedAction.SAY_LAGGING:
+            self.service.dropped_lagging += 1
+            log.warning(
+                "AMQ222207: backup %s is not responding promptly (%s): it is disconnected and fenced off, "
+                "and this server goes on alone",
+                name,
+                why,
+            )
+        elif action == FeedAction.DISCONNECT:
+            self._detach()
+            if not self.peer.conn.closed:
+                self.peer.conn.fail("amqp:resource-limit-exceeded", why)
+                self.peer.write_out()
+        elif action == FeedAction.SAY_ENDED:
+            self._detach()
+            log.warning("AMQ222092: replication to backup %s stopped: %s", name, why)
+        elif action == FeedAction.FENCE:
+            self._detach()
+            self.service.fence(self._fenced)  # the confirmations at the barrier wait for the fence
+            self.service.on_change(False, self.role)
+        elif action == FeedAction.RELEASE:
+            log.info("AMQ221035: backup %s fenced off; this server goes on alone", name)
+            self.server.persistence.remove_barrier(self.barrier)
+            self.barrier.release_all()
+        elif action == FeedAction.HALT:
+            log.critical(
+                "AMQ222330: backup %s may have activated (it could not be fenced off): %d confirmation(s) "
+                "held back for good; this server stops",
+                name,
+                self.barrier.pending,
+            )
+
+    def _fenced(self, ok: bool) -> None:
+        self.on(FeedEvent.FENCED if ok else FeedEvent.FENCE_FAILED)
+
+    def _detach(self) -> None:
+        """The link's end, whatever ends it: the journal stops tapping for it (once)."""
         if self._closed:
             return
         self._closed = True
-        if self._sync_timer is not None:
-            self._sync_timer.cancel()
-        server = self.server
-        journal = server.journal
+        for timer in (self._sync_timer, self._lag_timer):
+            if timer is not None:
+                timer.cancel()
+        journal = self.server.journal
         if journal is not None:
             journal.stop_replication(self.tap)
             if not self._copied:
                 journal.snapshot_copied()
-        was = self.synchronized
-        self.synchronized = False
+        self._check_caught_up()
         self.service.ended(self)
-        log.warning("AMQ222092: replication to backup %s stopped: %s", self.peer.name, why)
-        if self.service.closing:
-            return  # this server stops: its clients' confirmations in doubt, the replica free to take over
-        if was:
-            self.service.fence(self._fenced)  # the confirmations at the barrier wait for the fence
-            self.service.on_change(False, self.role)
-        else:
-            self._release()
-
-    def _fenced(self, ok: bool) -> None:
-        if ok:
-            log.info("AMQ221035: backup %s fenced off; this server goes on alone", self.peer.name)
-            self._release()
-        else:
-            log.critical(
-                "AMQ222330: backup %s may have activated (it could not be fenced off): %d confirmation(s) "
-                "held back for good; this server stops",
-                self.peer.name,
-                self.barrier.pending,
-            )
-
-    def _release(self) -> None:
-        self.server.persistence.remove_barrier(self.barrier)
-        self.barrier.release_all()
 
 
 class _Sent:

@@ -81,6 +81,8 @@ class Journal:
         # told (through ``dispatch``) when the writer fails for good, so the owner stops at once rather
         # than at its next append
         self.on_failure: Callable[[BaseException], None] | None = None
+        # told, on the appending thread, the bytes of each append as it is queued (the disk's estimate)
+        self.on_queued: Callable[[int], None] | None = None
 
     # --- lifecycle ---
 
@@ -121,6 +123,17 @@ class Journal:
             self._writer.close(sync=self._failure is None)
         if self._failure is not None:
             raise JournalFailedError("the journal failed before close") from self._failure
+
+    def abandon(self) -> None:
+        """Write nothing more, at once: what is queued is dropped unwritten, callbacks and all (the server
+        halts: these files may be another server's now). A batch being written finishes; no close, no
+        sync follows (`close()` then does nothing)."""
+        with self._lock:
+            self._pending = []
+            self._compact_requested = False
+            self._replication_requests = []
+            self._closed = self._stopping = True
+            self._work.notify()
 
     def __enter__(self) -> Journal:
         return self
@@ -196,6 +209,8 @@ class Journal:
             self._pending.append((entry, on_durable, on_failed))
             self._appended += 1
             self._work.notify()
+        if self.on_queued is not None:
+            self.on_queued(len(entry.data))
 
     @property
     def full(self) -> bool:

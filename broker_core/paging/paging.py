@@ -47,6 +47,14 @@ LAST_PAGE = "paging.last-page"  # meta key: page numbers are never reused
 INDEXED_PAGES = 4  # pages whose records are indexed by identity at a time (see `take_unread`)
 
 
+def _nothing(n: int) -> None:
+    pass
+
+
+def _message_id(ref: MessageRef) -> int:
+    return ref.message.id
+
+
 class PageIndex:
     """A page's records by identity (origin broker id, mirror id), up to `end`."""
 
@@ -76,9 +84,10 @@ class Paging(Observer):
         self.on_visible: Callable[[Queue], None] = lambda queue: queue.dispatch()
         self._appended: dict[int, Page] = {}  # pages written to since the last journal batch
         # records whose batch is not on disk yet, by message id: a failed write takes them back
-        self._unconfirmed: dict[int, list[tuple[Page, Queue]]] = {}
+        self._unconfirmed: dict[int, list[tuple[Page, Queue, int]]] = {}  # (page, queue, body size)
         self._recent: list[int] = []  # the message ids of `_unconfirmed` added since the last batch
         self._indexes: OrderedDict[int, PageIndex] = OrderedDict()  # by page, least recently used first
+        self.wrote: Callable[[int], None] = _nothing  # told the bytes each page record adds to the disk
 
     def pages_of(self, address: str) -> int:
         """How many page files the address has (management's numberOfPages)."""
@@ -86,6 +95,11 @@ class Paging(Observer):
         return len(store.pages) if store is not None else 0
 
     # ------------------------------------------------------------------------------ routing
+
+    def bytes_of(self, address: str) -> int:
+        """Bytes of the address's page files."""
+        store = self.stores.get(address)
+        return sum(page.file.end for page in store.pages.values()) if store is not None else 0
 
     def admit(self, usage: Usage, cost: int) -> Admission:
         """What to do with a message of `cost` bytes for an address that pages or is over a limit."""
@@ -117,8 +131,10 @@ class Paging(Observer):
         if page is None:
             page = self._new_page(store)
         start = page.file.append(data)
+        self.wrote(len(data))
         journalled = record.durable and self.persistence.enabled
         counts, durable_counts, cursors = page.counts, page.durable_counts, store.cursors
+        size = len(record.body)
         for q in queues:
             qid = q.id
             counts[qid] = counts.get(qid, 0) + 1
@@ -128,27 +144,31 @@ class Paging(Observer):
                 page.dirty = True
             q.paged += 1
             q.added += 1
-            if qid not in cursors:
-                cursors[qid] = PageCursor(q, page.seq, start)
+            cursor = cursors.get(qid)
+            if cursor is None:
+                cursor = cursors[qid] = PageCursor(q, page.seq, start)
                 q.pager = self
+            if cursor.bytes is not None:
+                cursor.bytes += size
         usage.paged += len(queues)
         if journalled:
-            self._unconfirmed.setdefault(record.message_id, []).extend((page, q) for q in queues)
+            self._unconfirmed.setdefault(record.message_id, []).extend((page, q, size) for q in queues)
             self._recent.append(record.message_id)
         self._appended[page.seq] = page
         self.persistence.schedule()
 
     # ---------------------------------------------------------------------------- reading back
 
-    def fill(self, queue: Queue) -> bool:
-        """Read the queue's next paged references into it (up to the address's max-read-page limits)."""
+    def fill(self, queue: Queue, up_to: int = 0) -> bool:
+        """Read the queue's next paged references into it (up to the address's max-read-page limits);
+        with `up_to`, every one whose message id is at most `up_to`, and no further (see `_in_order`)."""
         store = self._store(queue.usage)
         cursor = store.cursors.get(queue.id) if store is not None else None
         if store is None or cursor is None:
             return False
         usage = queue.usage
-        most = usage.read_messages if usage.read_messages > 0 else 1 << 30
-        budget = usage.read_bytes if usage.read_bytes > 0 else 1 << 20
+        most = usage.read_messages if usage.read_messages > 0 and not up_to else 1 << 62
+        budget = usage.read_bytes if usage.read_bytes > 0 and not up_to else 1 << 62
         got: list[MessageRef] = []
         for page in list(store.pages.values()):
             if page.seq < cursor.page:
@@ -159,7 +179,7 @@ class Paging(Observer):
                 if page.closed:
                     continue  # nothing of this queue's in it
                 break  # the current page: later records may be this queue's
-            budget = self._read(store, cursor, page, got, most, budget)
+            budget = self._read(store, cursor, page, got, most, budget, up_to)
             if len(got) >= most or budget <= 0:
                 break
             if not cursor.read_past(page):
@@ -174,14 +194,25 @@ class Paging(Observer):
         return True
 
     def _read(
-        self, store: PageStore, cursor: PageCursor, page: Page, got: list[MessageRef], most: int, budget: int
+        self,
+        store: PageStore,
+        cursor: PageCursor,
+        page: Page,
+        got: list[MessageRef],
+        most: int,
+        budget: int,
+        up_to: int = 0,
     ) -> int:
-        """Read `page` from the cursor on, into `got`; returns what is left of the byte budget."""
+        """Read `page` from the cursor on, into `got`; returns what is left of the byte budget (none once
+        a record past `up_to` is met: the cursor stays before it)."""
         queue, seq = cursor.queue, page.seq
         acked = cursor.acked.get(seq)
         start = len(got)
         try:
             for end, record in records(page.file, cursor.offset, page.visible):
+                if up_to and record.message_id > up_to:
+                    budget = 0
+                    break
                 cursor.offset = end
                 if queue.id not in record.queue_ids or (page.recovered and not record.durable):
                     continue
@@ -189,6 +220,8 @@ class Paging(Observer):
                     acked.discard(record.message_id)  # acknowledged while paged: counted then
                     continue
                 got.append(self._reference(queue, record, seq))
+                if cursor.bytes is not None:
+                    cursor.bytes -= len(record.body)
                 budget -= len(record.body)
                 if len(got) >= most or budget <= 0:
                     break
@@ -201,6 +234,7 @@ class Paging(Observer):
                 queue.name,
             )
             cursor.offset = page.file.end
+            cursor.bytes = None  # the rest of the page is skipped: counted again when asked
             page.closed = True
         read = len(got) - start
         if read:
@@ -251,6 +285,8 @@ class Paging(Observer):
             acked.add(record.message_id)  # the cursor skips it when it gets there
             queue.paged -= 1
             store.usage.paged -= 1
+            if cursor.bytes is not None:
+                cursor.bytes -= len(record.body)
             cursor.outstanding[page.seq] = cursor.outstanding.get(page.seq, 0) + 1
             cursor.accounted[page.seq] = cursor.accounted.get(page.seq, 0) + 1
             return self._reference(queue, record, page.seq)
@@ -325,16 +361,21 @@ class Paging(Observer):
     def rollback(self, message_id: int) -> None:
         """A message whose batch failed (its send is refused): its paged records count as acknowledged
         (it cannot be cut out of the middle of a page), so no queue reads it back, even after a restart."""
-        for page, queue in self._unconfirmed.pop(message_id, ()):
+        for page, queue, size in self._unconfirmed.pop(message_id, ()):
             store = self._store(queue.usage)
             if store is not None and store.pages.get(page.seq) is page:
-                self.ack_unread(store, page, queue, message_id, AckReason.KILLED)
+                self.ack_unread(store, page, queue, message_id, size, AckReason.KILLED)
 
-    def ack_unread(self, store: PageStore, page: Page, queue: Queue, message_id: int, reason: int) -> None:
-        """Acknowledge a paged reference before it is read back (it is skipped when the cursor gets there)."""
+    def ack_unread(
+        self, store: PageStore, page: Page, queue: Queue, message_id: int, size: int, reason: int
+    ) -> None:
+        """Acknowledge a paged reference (of a body of `size` bytes) before it is read back (it is skipped
+        when the cursor gets there)."""
         cursor = store.cursors.get(queue.id)
         if cursor is None:
             return
+        if cursor.bytes is not None:
+            cursor.bytes -= size
         acked = cursor.acked.get(page.seq)
         if acked is None:
             acked = cursor.acked[page.seq] = set()
@@ -543,6 +584,57 @@ class Paging(Observer):
                     self._remove(store, page)
             if store.empty and store.address in self.stores:
                 self._drop_store(store)
+        for queue in queues_by_id.values():
+            self._in_order(queue)
+
+    def _in_order(self, queue: Queue) -> None:
+        """Put a recovered queue back in the order its messages came, the journal's references and the
+        paged ones together.
+
+        A queue's messages go to memory (the journal) or to its pages, and once an address pages, new
+        messages follow into the pages until every paged one was read back: so the journal may hold
+        messages that came after paged ones that were read back, still unacknowledged, when the broker
+        stopped. Read back now would put them behind their younger ones; so every paged reference older
+        than the youngest journalled one is read back here (those are the ones read back before the stop,
+        as many as memory held then), and the queue is put in message id order, which is the order of
+        routing. For a mirror's store-and-forward queue this is what keeps an acknowledgement behind its
+        message on the wire after a restart."""
+        refs = queue.messages
+        if not refs:
+            return
+        youngest = max(ref.message.id for ref in refs)
+        if queue.paged and queue.pager is self:
+            self.fill(queue, up_to=youngest)
+        queue.keep_only(sorted(queue.messages, key=_message_id))
+
+    def paged_bytes(self, queue: Queue) -> int:
+        """The bodies of the queue's references waiting in page files, in bytes (after a restart, counted
+        once by reading them; kept up to date from then on)."""
+        store = self._store(queue.usage)
+        cursor = store.cursors.get(queue.id) if store is not None else None
+        if store is None or cursor is None:
+            return 0
+        if cursor.bytes is None:
+            cursor.bytes = self._count_unread(store, cursor)
+        return cursor.bytes
+
+    def _count_unread(self, store: PageStore, cursor: PageCursor) -> int:
+        """What `fill` would read back from here to the end, in bytes of bodies."""
+        queue_id, total = cursor.queue.id, 0
+        for page in list(store.pages.values()):
+            if page.seq < cursor.page or queue_id not in page.needed:
+                continue
+            start = cursor.offset if page.seq == cursor.page else HEADER_SIZE
+            acked = cursor.acked.get(page.seq) or set()
+            try:
+                for _, record in records(page.file, start, page.file.end):
+                    if queue_id not in record.queue_ids or (page.recovered and not record.durable):
+                        continue
+                    if record.message_id not in acked:
+                        total += len(record.body)
+            except PageCorrupt:
+                continue  # a queue skips the rest of a corrupt page (`_read`)
+        return total
 
     def _reopen(
         self, seq: int, live: LivePage, path: Path | None, queues_by_id: dict[int, Queue], sync: bool
@@ -560,7 +652,16 @@ class Paging(Observer):
             if self.persistence.enabled:
                 self.persistence.persist(PageRemoved(seq))
             return
+        size = path.stat().st_size
         file = PageFile.reopen(path, seq, written.end, sync)
+        if size > written.end:  # appended, and the crash came before the journal batch committing it
+            self.log.warning(
+                "page %s of address %s: cut %d bytes after offset %d (written, never committed)",
+                path.name,
+                written.address,
+                size - written.end,
+                written.end,
+            )
         if file.end < written.end:
             self.log.error(
                 "AMQ222187: page %s of address %s is shorter than committed (%d of %d bytes)",
@@ -579,7 +680,7 @@ class Paging(Observer):
             page.needed.add(q.id)
             cursor = store.cursors.get(q.id)
             if cursor is None:
-                cursor = store.cursors[q.id] = PageCursor(q, seq)
+                cursor = store.cursors[q.id] = PageCursor(q, seq, size_known=False)
                 q.pager = self
             acked = live.acks.get(q.id)
             if acked:

@@ -53,12 +53,15 @@ class Page:
 class PageCursor:
     """Where one queue is in its address's pages, and what it read from each page and still holds."""
 
-    __slots__ = ("accounted", "acked", "offset", "outstanding", "page", "queue")
+    __slots__ = ("accounted", "acked", "bytes", "offset", "outstanding", "page", "queue")
 
-    def __init__(self, queue: Queue, page: int, offset: int = HEADER_SIZE) -> None:
+    def __init__(self, queue: Queue, page: int, offset: int = HEADER_SIZE, size_known: bool = True) -> None:
         self.queue = queue
         self.page = page  # the page being read
         self.offset = offset  # of the next frame in it
+        # the bodies of this queue's references still in pages, in bytes; None until counted (a restart
+        # knows how many references its pages hold, not their sizes: `Paging.paged_bytes` reads them once)
+        self.bytes: int | None = 0 if size_known else None
         self.outstanding: dict[int, int] = {}  # by page: references read back and not yet gone
         self.acked: dict[int, set[int]] = {}  # by page: message ids acknowledged before being read back
         self.accounted: dict[int, int] = {}  # by page: references read back or acknowledged in the page

@@ -1,26 +1,29 @@
 """Users, their passwords and roles, and the checks behind SASL PLAIN and SCRAM.
 
-Passwords never leave this object: not in ``repr``, not in log messages, not in exceptions.
+Passwords never leave this object: not in ``repr``, not in exceptions. It logs nothing: the acceptor
+says a failed login once, with the peer (broker_core/inbound_sasl.py).
 Password comparison is constant-time (digests of equal length compared with
 ``hmac.compare_digest``), and an unknown user costs the same comparison as a known one.
+
+A user whose password is empty cannot log in, with PLAIN or SCRAM (Artemis's properties login module
+would accept the empty password): an empty password in the users file is far more often a slip, such as
+a line without ``=``, than a choice, and it would let anyone who knows the name in.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import logging
 import secrets
 from collections.abc import Callable, Mapping
 
+from broker_core.security.masked import masked, verify
 from broker_core.security.scram import (
     DEFAULT_ITERATIONS,
     ScramMechanism,
     StoredCredentials,
     derive_credentials,
 )
-
-log = logging.getLogger(__name__)
 
 _SALT_BYTES = 16
 
@@ -45,6 +48,8 @@ class UserStore:
         self._scram_cache: dict[tuple[str, ScramMechanism], StoredCredentials] = {}
         # Compared against when the user is unknown, so that case takes as long as a wrong password.
         self._decoy = _digest(secrets.token_hex(16))
+        # Users whose password is a one-way hash (ENC): SCRAM cannot check them, it needs the password
+        self.hashed_users = frozenset(u for u, p in self._passwords.items() if masked(p) is not None)
 
     def __repr__(self) -> str:
         return f"UserStore(users={sorted(self._passwords)!r})"
@@ -61,13 +66,23 @@ class UserStore:
         return self._roles.get(user, frozenset()) if user is not None else frozenset()
 
     def check_plain(self, user: str, password: str) -> bool:
-        stored = self._passwords.get(user)
+        stored = self._passwords.get(user) or None  # an empty password is none: nobody logs in with it
+        if stored is not None:
+            hashed = masked(stored)
+            if hashed is not None:  # a one-way hash (users.py decodes two-way masks): only verifiable
+                return verify(hashed, password)
         expected = _digest(stored) if stored is not None else self._decoy
         valid = hmac.compare_digest(_digest(password), expected)
-        if not (valid and stored is not None):
-            log.info("authentication failed for user %r", user)
-            return False
-        return True
+        return valid and stored is not None
+
+    def why_refused(self, user: str) -> str:
+        """Why a login of `user` failed, for the log line: the name is unknown, its password is empty,
+        or what was sent did not match."""
+        if user not in self._passwords:
+            return "unknown user"
+        if not self._passwords[user]:
+            return "the user's password is empty, and an empty password cannot log in"
+        return "wrong password"
 
     def check_sasl_plain(self, response: bytes) -> str | None:
         """Check a SASL PLAIN initial response (RFC 4616); the authenticated user or None.
@@ -77,10 +92,8 @@ class UserStore:
         try:
             authzid, user, password = response.decode("utf-8").split("\0")
         except (UnicodeDecodeError, ValueError):
-            log.info("malformed SASL PLAIN response")
             return None
         if authzid not in ("", user):
-            log.info("SASL PLAIN: user %r may not act as %r", user, authzid)
             return None
         return user if self.check_plain(user, password) else None
 
@@ -88,8 +101,8 @@ class UserStore:
         """SCRAM credentials derived from the plain password, with a random salt per store."""
         mech = ScramMechanism(mechanism)
         password = self._passwords.get(user)
-        if password is None:
-            return None
+        if not password or masked(password) is not None:
+            return None  # an unknown user, an empty password, a hash: fails like a wrong password
         key = (user, mech)
         if key not in self._scram_cache:
             salt = secrets.token_bytes(_SALT_BYTES)

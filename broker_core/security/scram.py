@@ -203,10 +203,22 @@ class ScramServer:
         self._nonce = ""
         self._credentials: StoredCredentials | None = None
         self._user_known = False
+        self._error: str | None = None
 
     @property
     def done(self) -> bool:
         return self._state is _State.DONE
+
+    @property
+    def claimed_user(self) -> str | None:
+        """The user the client named (its ``n=``), once its first message was read; whether or not the
+        exchange then succeeds. For log lines: a failed login is said with the name it tried."""
+        return self._client_first.user if self._client_first is not None else None
+
+    @property
+    def error(self) -> str | None:
+        """The RFC 5802 error the exchange ended with (``invalid-proof``, ...), if it failed."""
+        return self._error
 
     def step(self, client_bytes: bytes) -> ScramStep:
         if self._state is _State.DONE:
@@ -217,6 +229,7 @@ class ScramServer:
             return self._on_client_final(_decode(client_bytes))
         except ScramError as exc:
             self._state = _State.DONE
+            self._error = exc.error
             return ScramStep(f"e={exc.error}".encode(), True, False, None)
 
     def _on_client_first(self, message: str) -> ScramStep:

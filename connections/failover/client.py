@@ -29,6 +29,8 @@ from proton import ConnectionException, Delivery, Endpoint, LinkException, Messa
 from proton.utils import BlockingConnection, BlockingReceiver, BlockingSender, ConnectionClosed, SendException
 
 from connections.failover.backoff import Attempt, connect_schedule, priority_probes
+from connections.failover.bridge import OPTIONS as UPGRADE_OPTIONS
+from connections.failover.bridge import Bridge, check_options, upgrade_of
 from connections.failover.uri import BrokerUri, FailoverUri, parse_failover_uri
 
 if TYPE_CHECKING:
@@ -294,7 +296,15 @@ class FailoverConnection:
         remaining = self._remaining(deadline)
         if remaining is not None:
             settings["timeout"] = max(min(settings["timeout"], remaining), 0.001)
-        return self._connector(uri.url, **settings, **self._auth)
+        if upgrade_of(uri) is None:
+            return self._connector(uri.url, **settings, **self._auth)
+        # proton connects to the bridge, which did the upgrade; the AMQP hostname stays the broker's
+        bridge = Bridge.open(uri, settings["timeout"])
+        try:
+            return self._connector(bridge.url, **settings, virtual_host=uri.host, **self._auth)
+        except BaseException:
+            bridge.close()
+            raise
 
     def _install(self, conn: BlockingConnection, uri: BrokerUri, startup: bool) -> None:
         previous = self.connected_uri
@@ -306,8 +316,9 @@ class FailoverConnection:
             self.failovers += 1
             log.info("failed over to %s (previous broker %s)", uri, previous)
         self._lost_uri = None
-        for entry in _server_list(conn):  # the broker's own failover-server-list (its HA partner)
-            self._learn(entry, f"failover-server-list of {uri}")
+        if self.config.options.update_uris_supported:  # the server's failover-server-list (partner, cluster)
+            for entry in _server_list(conn):
+                self._learn(entry, f"failover-server-list of {uri}")
         self._probes = priority_probes(self.config.uris, self.config.options, uri)
         self._next_probe()
 
@@ -317,7 +328,7 @@ class FailoverConnection:
             if (known.host.lower(), known.port) == (where[0].lower(), where[1]):
                 return known
         template = self.uris[0]
-        uri = BrokerUri(template.scheme, where[0], where[1], template.options)
+        uri = BrokerUri(template.scheme, where[0], where[1], template.options, template.path)
         self.uris.append(uri)
         self._settings[uri] = _uri_settings(uri)
         log.info("learnt of %s (%s)", uri, why)
@@ -546,7 +557,8 @@ def _uri_settings(uri: BrokerUri) -> dict[str, Any]:
         settings["timeout"] = _positive_ms(uri, CONNECT_TIMEOUT_OPTION) / 1000.0
     if IDLE_TIMEOUT_OPTION in uri.options:
         settings["heartbeat"] = _positive_ms(uri, IDLE_TIMEOUT_OPTION) / 1000.0
-    unused = sorted(set(uri.options) - {CONNECT_TIMEOUT_OPTION, IDLE_TIMEOUT_OPTION})
+    check_options(uri)
+    unused = sorted(set(uri.options) - {CONNECT_TIMEOUT_OPTION, IDLE_TIMEOUT_OPTION, *UPGRADE_OPTIONS})
     if unused:
         log.warning("options %s of %s are not used by this AMQP client", ", ".join(unused), uri)
     return settings

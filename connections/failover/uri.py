@@ -1,5 +1,6 @@
 """Parse client connection URIs: ``failover:(uri1,...,uriN)?options``, ``discovery:(static://(...))``, or
-one plain ``amqp://`` / ``amqps://`` / ``tcp://`` URI.
+one plain ``amqp://`` / ``amqps://`` / ``tcp://`` URI, or ``ws://`` / ``wss://`` (AMQP over WebSocket; Qpid
+JMS's ``amqpws://`` / ``amqpwss://`` too).
 
 Option names and defaults follow the AMQ 6.3 client failover chapter (Table 2.1, "Failover Transport
 Options"); each default below cites its row. ``tcp://`` is mapped to ``amqp://`` because this client only
@@ -25,6 +26,7 @@ STARTUP_MAX_RECONNECT_ATTEMPTS = -1  # startupMaxReconnectAttempts  -1 (unlimite
 RANDOMIZE = True  # randomize  true
 TIMEOUT_MS = -1  # timeout  -1 (infinite)
 WARN_AFTER_RECONNECT_ATTEMPTS = 10  # warnAfterReconnectAttempts  10 (<= 0 disables)
+UPDATE_URIS_SUPPORTED = True  # updateURIsSupported  true (learn the brokers a server names)
 # Section 2.1.3 "Priority Backup" describes these two without a default; off / empty is the only reading
 # under which the plain examples (no priorityBackup) behave as the chapter describes.
 PRIORITY_BACKUP = False
@@ -34,12 +36,20 @@ UNSUPPORTED_DEFAULTS = {
     "backup": "false",
     "trackMessages": "false",
     "maxCacheSize": "131072",
-    "updateURIsSupported": "true",
     "updateURIsURL": "",
 }
 
-SCHEME_PORTS = {"amqp": 5672, "amqps": 5671}
-SCHEME_ALIASES = {"tcp": "amqp", "amqp": "amqp", "amqps": "amqps"}
+SCHEME_PORTS = {"amqp": 5672, "amqps": 5671, "ws": 80, "wss": 443}
+SCHEME_ALIASES = {
+    "tcp": "amqp",
+    "amqp": "amqp",
+    "amqps": "amqps",
+    "ws": "ws",
+    "wss": "wss",
+    "amqpws": "ws",
+    "amqpwss": "wss",
+}
+WEBSOCKET_SCHEMES = ("ws", "wss")
 NESTED_PREFIX = "nested."
 INFINITE = -1
 
@@ -52,12 +62,14 @@ class BrokerUri:
     host: str
     port: int
     options: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    path: str = "/"  # what a WebSocket upgrade asks for
 
     @property
     def url(self) -> str:
-        """The address proton connects to (no query options)."""
+        """The address proton connects to (no query options); a ws:// one with its path."""
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.scheme}://{host}:{self.port}"
+        path = self.path if self.scheme in WEBSOCKET_SCHEMES and self.path != "/" else ""
+        return f"{self.scheme}://{host}:{self.port}{path}"
 
     @property
     def endpoint(self) -> tuple[str, str, int]:
@@ -89,6 +101,7 @@ class FailoverOptions:
     priority_backup: bool = PRIORITY_BACKUP
     priority_uris: tuple[BrokerUri, ...] = ()
     warn_after_reconnect_attempts: int = WARN_AFTER_RECONNECT_ATTEMPTS
+    update_uris_supported: bool = UPDATE_URIS_SUPPORTED
 
 
 @dataclass(frozen=True)
@@ -121,14 +134,17 @@ def parse_broker_uri(text: str, extra: Mapping[str, str] | None = None) -> Broke
     raw = text.strip()
     scheme, sep, rest = raw.partition("://")
     if not sep or scheme.lower() not in SCHEME_ALIASES:
-        expected = "amqp://, amqps:// or tcp:// (tcp maps to amqp)"
+        expected = "amqp://, amqps://, tcp:// (tcp maps to amqp), ws:// or wss://"
         raise ValueError(f"broker URI {raw!r}: expected scheme {expected}")
     authority, _, query = rest.partition("?")
-    authority = authority.rstrip("/")
+    authority, slash, path = authority.partition("/")
+    canonical = SCHEME_ALIASES[scheme.lower()]
+    if path and canonical not in WEBSOCKET_SCHEMES:
+        raise ValueError(f"broker URI {raw!r}: a path is for ws:// and wss:// URIs only")
     host, port = _split_host_port(raw, authority, scheme.lower())
     options = dict(_parse_query(query, raw))
     options.update(extra or {})
-    return BrokerUri(SCHEME_ALIASES[scheme.lower()], host, port, MappingProxyType(options))
+    return BrokerUri(canonical, host, port, MappingProxyType(options), "/" + path if slash else "/")
 
 
 def _split_host_port(raw: str, authority: str, scheme: str) -> tuple[str, int]:
@@ -281,6 +297,7 @@ _OPTION_FIELDS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "timeout": ("timeout", _attempts),
     "priorityBackup": ("priority_backup", _bool),
     "warnAfterReconnectAttempts": ("warn_after_reconnect_attempts", _warn),
+    "updateURIsSupported": ("update_uris_supported", _bool),
 }
 assert {name for name, _ in _OPTION_FIELDS.values()} | {"priority_uris"} == {
     f.name for f in fields(FailoverOptions)

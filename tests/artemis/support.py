@@ -138,6 +138,24 @@ def bodies(broker: Broker, queue: str, timeout: float = 1.0) -> list[Any]:
     return sorted(out)
 
 
+def reaches(
+    source: ArtemisProcess, target: BrokerProcess, queue: str, count: int, what: str, mirror: str = "ours"
+) -> None:
+    """Wait for our ``queue`` to hold ``count`` messages mirrored from Artemis: generous on a loaded
+    machine (a stall of Artemis's mirror of about 30 s was seen once under CI), and on a timeout what
+    was where on both sides: Artemis's backlog for mirror ``mirror``, and our target's counters."""
+    from tests.peers.ports import WaitTimeout, wait_until
+
+    try:
+        wait_until(lambda: depth(target, queue) == count, 90, what)
+    except WaitTimeout as exc:
+        backlog = depth(source, f"$ACTIVEMQ_ARTEMIS_MIRROR_{mirror}")
+        applied = call(target, "getMirrorStatus")["target"]
+        raise AssertionError(f"{exc}: {depth(target, queue)} here, {depth(source, queue)} on Artemis, "
+                             f"its mirror backlog {backlog}, our target {applied}\n{source.log()[-3000:]}\n"
+                             f"{target.log()[-3000:]}") from exc  # fmt: skip
+
+
 def mirror_complaints(broker: ArtemisProcess) -> list[str]:
     """Artemis's WARN and ERROR lines about mirroring. An Artemis target reads an event by casting its
     fields without checks: a wrong type is logged at WARN and the event is Accepted and lost, so a clean

@@ -1,5 +1,6 @@
-"""`<ha-policy>` read whole (seed 001's parameters and defaults), checked per policy and role, with the
-older names accepted and warned about; `<colocated>` and (for now) `<replication>` refused."""
+"""`<ha-policy>` read whole (Artemis's HA parameters and defaults), checked per policy and role, with the
+older names accepted and warned about; what is not implemented yet (`<colocated>`, `<scale-down>`, quorum
+voting) refused, what has no effect here noted; a `<manager>` must be one this broker has."""
 
 from __future__ import annotations
 
@@ -59,17 +60,36 @@ def test_a_parameter_where_it_does_not_apply_is_an_error_naming_the_place(write_
     assert any("failover-on-shutdown, wait-for-activation" in e for e in found)
 
 
-def test_colocated_is_refused_and_replication_needs_a_lock_manager(write_config: WriteConfig) -> None:
+def test_colocated_is_refused_and_replication_without_a_lock_manager_votes(write_config: WriteConfig) -> None:
     found = errors(write_config, "<ha-policy><shared-store><colocated/></shared-store></ha-policy>")
-    assert any("colocated backups are not implemented yet; refused" in e for e in found)
-    found = errors(write_config, "<ha-policy><replication><primary/></replication></ha-policy>")
-    assert any("replication without a <manager> (quorum voting) is not implemented yet" in e for e in found)
+    assert found == [
+        "broker.xml:4: core/ha-policy/shared-store/colocated: not implemented yet: colocated backups (one "
+        "process hosting another server's backup); refused; expected it left out, until it is implemented"
+    ]
+    body = (
+        "<ha-policy><replication><backup><quorum-size>3</quorum-size><vote-retries>2</vote-retries>"
+        "<vote-retry-wait>500</vote-retry-wait><quorum-vote-wait>4</quorum-vote-wait>"
+        "</backup></replication></ha-policy>"
+    )
+    config, problems = load(write_config, body)
+    policy = config.ha_policy
+    assert problems == [] and policy.manager is None  # quorum voting: every parameter acted on, silently
+    assert (policy.quorum_size, policy.vote_retries, policy.vote_retry_wait, policy.quorum_vote_wait) == (
+        3,
+        2,
+        500,
+        4,
+    )
+    config, problems = load(write_config, "<ha-policy><replication><primary/></replication></ha-policy>")
+    assert problems == [] and config.ha_policy.vote_retries == 12 and config.ha_policy.quorum_vote_wait == 30
     body = (
         "<ha-policy><replication><primary><manager><properties>"
         '<property key="connect-string" value="127.0.0.1:2181"/></properties></manager>'
         "<coordination-id>peers</coordination-id></primary></replication></ha-policy>"
     )
-    policy = load(write_config, body)[0].ha_policy
+    policy, problems = load(write_config, body)
+    policy = policy.ha_policy
+    assert problems == []
     assert policy.kind == HaKind.REPLICATION and policy.coordination_id == "peers"
     assert policy.manager is not None and policy.manager.class_name == ZOOKEEPER_LOCK_MANAGER
     assert policy.manager.properties == {"connect-string": "127.0.0.1:2181"}
@@ -130,7 +150,40 @@ def test_a_cluster_connection_names_the_partner_and_its_ttl(write_config: WriteC
     assert [c.name for c in load(write_config, PAIR)[0].ha_partners()] == ["dc1-b", "dc2"]
 
 
-def test_a_cluster_connection_naming_no_connector_is_an_error_and_clustering_is_warned(
+def test_cluster_name_picks_the_cluster_connection_a_pair_uses(write_config: WriteConfig) -> None:
+    """Two cluster connections: the first by default, the one `cluster-name` names otherwise (its partners,
+    its connection-ttl and call-timeout: 30000 by default, as the reference's)."""
+    clusters = (
+        '<cluster-connections><cluster-connection name="queues"><connector-ref>self</connector-ref>'
+        "<static-connectors><connector-ref>dc2</connector-ref></static-connectors></cluster-connection>"
+        '<cluster-connection name="pair"><connector-ref>self</connector-ref>'
+        "<connection-ttl>2000</connection-ttl><call-timeout>1500</call-timeout>"
+        "<static-connectors><connector-ref>dc1-b</connector-ref></static-connectors></cluster-connection>"
+        "</cluster-connections>"
+    )
+    manager = (
+        '<manager><properties><property key="connect-string" value="127.0.0.1:2181"/></properties></manager>'
+    )
+    replicated = PAIR.replace(
+        "<shared-store><primary/></shared-store>",
+        f"<replication><primary>{manager}{{}}</primary></replication>",
+    )
+    first, _ = load(write_config, replicated.format("") + clusters)
+    cluster = first.cluster_connection()
+    assert cluster is not None and (cluster.name, cluster.call_timeout) == ("queues", 30000)
+    assert [c.name for c in first.ha_partners()] == ["dc2"]
+    named, warnings = load(write_config, replicated.format("<cluster-name>pair</cluster-name>") + clusters)
+    cluster = named.cluster_connection()
+    assert cluster is not None and (cluster.name, cluster.connection_ttl, cluster.call_timeout) == (
+        "pair",
+        2000,
+        1500,
+    )
+    assert [c.name for c in named.ha_partners()] == ["dc1-b"]
+    assert warnings == []
+
+
+def test_a_cluster_connection_naming_no_connector_is_an_error_and_clustering_is_judged(
     write_config: WriteConfig,
 ) -> None:
     body = PAIR + (
@@ -140,11 +193,86 @@ def test_a_cluster_connection_naming_no_connector_is_an_error_and_clustering_is_
         "</cluster-connection></cluster-connections>"
     )
     problems = errors(write_config, body)
-    assert len(problems) == 1
-    assert "connector-ref" in problems[0] and "no <connector> named 'dc1-c'" in problems[0]
-    assert "dc1-b, dc2, self" in problems[0]
-    fixed = body.replace("dc1-c", "dc1-b")
-    _, warnings = load(write_config, fixed)
-    assert [("message-load-balancing" in str(w), "not implemented" in str(w)) for w in warnings] == [
-        (True, True)
+    assert len(problems) == 2
+    assert (
+        "message-load-balancing: not implemented yet: queues are not clustered across brokers" in problems[0]
+    )
+    assert "expected OFF, or left out" in problems[0]
+    assert "connector-ref" in problems[1] and "no <connector> named 'dc1-c'" in problems[1]
+    assert "dc1-b, dc2, self" in problems[1]
+    fixed = body.replace("dc1-c", "dc1-b").replace("ON_DEMAND", "OFF")
+    fixed = fixed.replace(
+        "</cluster-connection>", "<max-retry-interval>100</max-retry-interval></cluster-connection>"
+    )
+    _, notes = load(write_config, fixed)
+    assert [(n.severity, n.element_path.rsplit("/", 1)[1]) for n in notes] == [("note", "max-retry-interval")]
+
+
+ZK = "org.apache.activemq.artemis.lockmanager.zookeeper.CuratorDistributedLockManager"
+
+
+def manager(class_name: str, *properties: tuple[str, str]) -> str:
+    props = "".join(f'<property key="{k}" value="{v}"/>' for k, v in properties)
+    return (
+        f"<ha-policy><replication><primary><manager><class-name>{class_name}</class-name>"
+        f"<properties>{props}</properties></manager></primary></replication></ha-policy>"
+    )
+
+
+def test_a_lock_manager_this_broker_does_not_have_is_an_error_naming_those_it_has(
+    write_config: WriteConfig,
+) -> None:
+    found = errors(write_config, manager("org.foo.MyQuorumVotingPlugin", ("connect-string", "zk:2181")))
+    assert len(found) == 1
+    assert "lock manager class 'org.foo.MyQuorumVotingPlugin' is not one this broker has" in found[0]
+    assert ZK in found[0] and "FileBasedLockManager" in found[0]
+
+
+@pytest.mark.parametrize(
+    ("properties", "says"),
+    [
+        ((("connect-string", "zk:2181"), ("sesion-ms", "2000")), "'sesion-ms' of this lock manager (did you"),
+        ((("connect-string", "zk:2181"), ("session-ms", "soon")), "bad integer 'soon'"),
+        ((("namespace", "x"),), "missing lock manager property connect-string"),
+    ],
+)
+def test_lock_manager_properties_are_those_it_reads(
+    write_config: WriteConfig, properties: tuple[tuple[str, str], ...], says: str
+) -> None:
+    found = errors(write_config, manager(ZK, *properties))
+    assert len(found) == 1 and says in found[0], found
+    file_manager = "org.apache.activemq.artemis.lockmanager.file.FileBasedLockManager"
+    assert load(write_config, manager(file_manager, ("locks-folder", "/tmp/l")))[1] == []
+
+
+def test_scale_down_is_refused_and_the_names_inside_it_are_checked(write_config: WriteConfig) -> None:
+    body = (
+        "<ha-policy><primary-only><scale-down><conectors><connector-ref>x</connector-ref></conectors>"
+        "<grup-name>g</grup-name></scale-down></primary-only></ha-policy>"
+    )
+    found = errors(write_config, body)
+    assert len(found) == 3
+    assert (
+        "scale-down: not implemented yet: on a stop, the messages stay in this broker's journal" in found[0]
+    )
+    assert "(did you mean <connectors>?)" in found[1] and "(did you mean <group-name>?)" in found[2]
+
+
+def test_parameters_read_with_no_effect_here_are_noted_once_each(write_config: WriteConfig) -> None:
+    body = (
+        "<ha-policy><replication><primary><manager><properties>"
+        '<property key="connect-string" value="127.0.0.1:2181"/></properties></manager>'
+        "<check-for-active-server>true</check-for-active-server><quorum-size>3</quorum-size>"
+        "<vote-on-replication-failure>true</vote-on-replication-failure>"
+        "</primary></replication></ha-policy>"
+    )
+    config, notes = load(write_config, body)
+    assert config.ha_policy.quorum_size == 3 and config.ha_policy.check_for_active_server is True
+    assert [(n.severity, n.element_path.rsplit("/", 1)[1]) for n in notes] == [
+        ("note", "quorum-size"),
+        ("note", "vote-on-replication-failure"),
     ]
+    assert "with a <manager>, the lock manager decides" in notes[0].message
+    config, notes = load(write_config, "<ha-policy><shared-store><primary><wait-for-activation>false"
+                         "</wait-for-activation></primary></shared-store></ha-policy>")  # fmt: skip
+    assert notes == [] and config.ha_policy.wait_for_activation is False

@@ -54,18 +54,21 @@ def test_artemis_prometheus_plugin_is_served_with_the_defaults(
     assert config.metrics.enabled and (config.metrics.host, config.metrics.port) == ("127.0.0.1", 9404)
 
 
-def test_another_plugin_is_a_warning_and_serves_nothing(write_config: WriteConfig) -> None:
+def test_another_plugin_is_not_implemented_yet(write_config: WriteConfig) -> None:
     logging = "org.apache.activemq.artemis.core.server.metrics.plugins.LoggingMetricsPlugin"
-    config, warnings = load_config(write_config(SEC + plugin(logging)))
-    assert not config.metrics.enabled
-    assert any("LoggingMetricsPlugin is not implemented" in str(w) for w in warnings)
+    with pytest.raises(ConfigError) as info:
+        load_config(write_config(SEC + plugin(logging)))
+    [error] = [str(p) for p in info.value.problems]
+    assert "LoggingMetricsPlugin is not implemented yet; refused" in error
+    assert "ArtemisPrometheusMetricsPlugin" in error  # what is
 
 
-def test_jvm_meters_are_warned_about(write_config: WriteConfig) -> None:
+def test_jvm_meters_have_no_effect_here(write_config: WriteConfig) -> None:
     body = SEC + f'<metrics><jvm-memory>true</jvm-memory><plugin class-name="{OURS}"/></metrics>'
-    config, warnings = load_config(write_config(body))
+    config, notes = load_config(write_config(body))
     assert config.metrics.enabled
-    assert any("metrics/jvm-memory: not implemented yet" in str(w) for w in warnings)
+    assert [(n.severity, n.element_path) for n in notes] == [("note", "core/metrics/jvm-memory")]
+    assert "has no effect here: no JVM runs this broker" in notes[0].message
 
 
 @pytest.mark.parametrize(
@@ -88,6 +91,8 @@ def test_a_misspelt_element_in_metrics_is_an_error(write_config: WriteConfig) ->
     assert any("did you mean <plugin>" in str(p) for p in info.value.problems)
 
 
-def test_an_unknown_property_is_a_warning(write_config: WriteConfig) -> None:
-    _, warnings = load_config(write_config(SEC + plugin(properties='<property key="prot" value="1"/>')))
-    assert any("unknown metrics property 'prot'" in str(w) for w in warnings)
+def test_an_unknown_property_is_an_error_naming_the_closest(write_config: WriteConfig) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(write_config(SEC + plugin(properties='<property key="prot" value="1"/>')))
+    [error] = [str(p) for p in info.value.problems]
+    assert "unknown metrics property 'prot' (did you mean port?)" in error

@@ -74,10 +74,13 @@ def attach_mirror(
 
 @contextmanager
 def mirror_source(b: BrokerProcess, origin: str, **login: Any) -> Iterator[ScriptedClient]:
+    """A mirror link of `origin`, closed at the end with the broker's Close awaited: the broker is done
+    with it before the next link of that origin attaches (one broker has one mirror link at a time)."""
     with ScriptedClient(b.port, **login) as client:
         answer = attach_mirror(client, origin)
         assert answer.flow is not None and answer.detach is None, "the mirror link was not accepted"
         yield client
+        client.close()
 
 
 def deliver(client: ScriptedClient, payload: bytes) -> None:
@@ -201,6 +204,27 @@ def test_replicated_message_is_stored_once_and_removed_by_its_ack(target: Broker
         assert depth(target, "m.q") == 0, "the postAck (body: long id) must remove the message"
 
 
+def test_a_message_before_its_create_queue_is_held_then_stored_and_accepted(target: BrokerProcess) -> None:
+    """What an Artemis source sends under load: the first message of a new queue overtakes the queue's
+    addAddress and createQueue (docs/mirror.md, "Held messages"). It is not Accepted until stored."""
+    with mirror_source(target, "src-held") as client:
+        before = target_stats(target)
+        early = client.send_nowait(replicated("early", 1, "held.addr"))
+        with pytest.raises(TimeoutError):  # over a window, not at an instant
+            client.disposition_of(early, timeout=1.5)
+        assert "held.q" not in queue_names(target)
+        create_queue(client, "held.q", "held.addr")
+        disposition = client.disposition_of(early)
+        assert disposition.state == "accepted" and disposition["settled"] is True
+    assert peek(target, "held.addr", "held.q") == ["early"]
+    after = target_stats(target)
+    assert after["held"] - before["held"] == 1 and after["held_stored"] - before["held_stored"] == 1
+    assert after["heldNow"] == 0 and after["unrouted"] == before["unrouted"]
+    assert "AMQ951050: mirror from src-held: message 1 held: no queue here takes address held.addr" in (
+        target.log()
+    )
+
+
 def test_destination_annotation_and_foreign_origin_identity(target: BrokerProcess) -> None:
     """`x-opt-amq-mr-dst` routes; `x-opt-amq-bkr-id` in the DA makes the identity, not the link's id."""
     with mirror_source(target, "src-relay") as client:
@@ -319,19 +343,29 @@ def test_the_same_id_from_two_origins_is_two_messages(target: BrokerProcess) -> 
     assert (after["messages"], after["duplicates"]) == (before["messages"] + 2, before["duplicates"])
 
 
-def test_one_origin_over_two_connections_is_deduplicated(target: BrokerProcess) -> None:
-    """Both links of one origin share its dedup state: a resend on a second connection (the source
-    reconnected while the old connection lingers) is dropped, whichever link carries it."""
-    with mirror_source(target, "src-twice") as first, mirror_source(target, "src-twice") as second:
+def test_one_origin_has_one_link_and_its_next_link_shares_its_dedup(target: BrokerProcess) -> None:
+    """One broker's traffic comes through one link (a hardening beyond Artemis): a second link claiming
+    the same broker while the first is up is refused with amqp:resource-locked. Once the first is gone,
+    the source's next link is deduplicated against what the first delivered (its re-sends dropped)."""
+    with mirror_source(target, "src-twice") as first:
         create_queue(first, "twice.q", "twice.addr")
         before = target_stats(target)
         deliver(first, replicated("once", 7, "twice.addr"))
-        deliver(second, replicated("once", 7, "twice.addr"))
-        deliver(second, replicated("next", 8, "twice.addr"))
-        deliver(first, replicated("next", 8, "twice.addr"))
-    assert peek(target, "twice.addr", "twice.q") == ["once", "next"]
+        with ScriptedClient(target.port) as second:
+            answer = attach_mirror(second, "src-twice")
+        assert answer.flow is None and answer.detach is not None, "a second link of one broker was taken"
+        condition, description = answer.detach["error"].value[:2]
+        assert condition == "amqp:resource-locked"
+        assert "broker src-twice already has a mirror link here" in description
+        deliver(first, replicated("next", 8, "twice.addr"))  # the first link still serves
+    with mirror_source(target, "src-twice") as again:  # it reconnected: it re-sends what was unaccepted
+        deliver(again, replicated("once", 7, "twice.addr"))
+        deliver(again, replicated("next", 8, "twice.addr"))
+        deliver(again, replicated("third", 9, "twice.addr"))
+    assert peek(target, "twice.addr", "twice.q") == ["once", "next", "third"]
     after = target_stats(target)
-    assert (after["messages"], after["duplicates"]) == (before["messages"] + 2, before["duplicates"] + 2)
+    assert (after["messages"], after["duplicates"]) == (before["messages"] + 3, before["duplicates"] + 2)
+    assert "MIR105" in target.log()
 
 
 def test_dedup_watermark_survives_a_target_restart(tmp_path: Path) -> None:

@@ -116,6 +116,9 @@ def test_unsupported_options_are_accepted_at_their_documented_default() -> None:
         "failover:(tcp://a:1)?backup=false&trackMessages=false&maxCacheSize=131072&updateURIsSupported=true"
     )
     assert parse_failover_uri(text).options == FailoverOptions()
+    assert not parse_failover_uri(
+        "failover:(tcp://a:1)?updateURIsSupported=false"
+    ).options.update_uris_supported
 
 
 @pytest.mark.parametrize(

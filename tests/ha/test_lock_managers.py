@@ -14,6 +14,7 @@ from broker_core.config.model import ZOOKEEPER_LOCK_MANAGER, LockManager
 from broker_core.ha.lock_managers import LockManagerError, lock_manager_for
 from tests.peers.ports import wait_until
 from tests.peers.zookeeper import Ensemble
+from tests.support.ha import stays
 
 FILE = "org.apache.activemq.artemis.lockmanager.file.FileBasedLockManager"
 
@@ -65,6 +66,37 @@ def test_zookeeper_lock_is_given_up_when_the_majority_goes(zookeeper: Ensemble) 
         zookeeper.wait_serving()
     finally:
         manager.stop()
+
+
+def test_a_lock_only_tried_is_never_lost_and_one_taken_later_is_held(zookeeper: Ensemble) -> None:
+    """A passive server tries the lock while another holds it; its own connection is then suspended for
+    longer than its grace: it held nothing, so nothing is lost (a lost lock would halt it the moment it
+    activates). Once the lock is free it takes it, and holds it on, its heartbeat answered."""
+    node = str(uuid.uuid4())
+    holder = zk(zookeeper, namespace="t3")
+    waiter = zk(zookeeper, namespace="t3", **{"session-ms": "3000", "session-percent": "33"})
+    lost: list[str] = []
+    waiter.on_lost(lost.append)
+    try:
+        assert holder.try_lock(node) and not waiter.try_lock(node)
+        for zk_node in zookeeper.nodes:
+            zk_node.pause()
+        try:
+            stays(lambda: bool(lost), 2, "a lock never held reported lost")  # grace: 1 s
+        finally:
+            for zk_node in zookeeper.nodes:
+                zk_node.resume()
+        zookeeper.wait_serving()
+        # both sessions back (on a loaded machine the holder's can take longer than the waiter's; an
+        # unlock sent while it reconnects would leave the lock to its session's expiry)
+        wait_until(lambda: waiter._client.connected and holder._client.connected, 20, "both to reconnect")
+        holder.unlock(node)
+        wait_until(lambda: waiter.try_lock(node), 20, "the waiter to take the freed lock")
+        stays(lambda: not waiter.holds(node), 2, "the new holder losing its lock")  # past its grace
+        assert lost == []
+    finally:
+        holder.stop()
+        waiter.stop()
 
 
 def test_file_lock_manager_on_one_host(tmp_path: Path) -> None:

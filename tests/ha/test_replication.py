@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import threading
 from pathlib import Path
 
 import pytest
@@ -16,17 +15,25 @@ from proton.utils import BlockingConnection
 from broker_core.ha.replication_wire import REPLICATION_ADDRESS
 from broker_core.journal.node_id import coordinated_node_id
 from connections.cli import Management
-from connections.failover import FailoverConnection, InDoubtError
+from connections.failover import FailoverConnection
 from tests.conftest import require
-from tests.ha.test_shared_store import stays
 from tests.peers.ports import wait_until
 from tests.peers.zookeeper import Ensemble
 from tests.support.broker import BrokerProcess
 from tests.support.certs import make_certs
 from tests.support.client import connect, receive, send
-from tests.support.ha import FailoverTraffic, check_traffic, replicated_pair, traffic_through
+from tests.support.ha import (
+    FAST,
+    InDoubtSend,
+    Producer,
+    failover_uri,
+    journal_of,
+    replicated_pair,
+    stays,
+    traffic_through,
+)
 
-FAST = "initialReconnectDelay=10&maxReconnectDelay=200&randomize=false"
+NESTED = "amqp.idleTimeout=1000&transport.connectTimeout=1000"  # a silent (paused) server noticed in 1 s
 
 
 def status(broker: BrokerProcess) -> dict:  # type: ignore[type-arg]
@@ -61,18 +68,16 @@ def test_kill_9_under_traffic_every_confirmed_send_is_received_once(
     tmp_path: Path, zookeeper: Ensemble
 ) -> None:
     """A producer and a consumer on the failover client while the synchronized primary is killed: every
-    send is confirmed in the end (retried while in doubt, stored once by duplicate detection), every one
-    is received, nothing else is, and a message comes twice only after an accept left in doubt."""
+    send is confirmed in the end (retried while in doubt, stored once by duplicate detection: one send is
+    on both servers' disks when its outcome is cut off), every one is received, nothing else is, and a
+    message comes twice only after an accept left in doubt."""
     primary, backup = replicated_pair(tmp_path, zookeeper.connect_string, "r10")
     primary.start()
     backup.start()
     wait_until(lambda: status(primary)["synchronized"] is True, 30, "the backup to synchronize")
-    with FailoverTraffic(pair_uri(primary, backup), 1000) as traffic:
-        wait_until(lambda: traffic.traffic.sent >= 300, 30, "sends confirmed by the primary")
-        primary.kill()
-        seen = traffic.join(timeout=90)
-    print(f"kill -9 of a replicated primary under traffic: {seen.summary()}")
-    check_traffic(seen, 1000)
+    journals = [journal_of(primary), journal_of(backup)]
+    what = "kill -9 of a replicated primary under traffic"
+    traffic_through((primary, backup), primary.kill, what, journals, count=1000, nested=NESTED)
     assert receive(backup.url, "orders", 10, timeout=1) == []  # each stored once: none left over
     backup.stop()
 
@@ -109,10 +114,12 @@ def test_failover_and_failback_under_traffic(tmp_path: Path, zookeeper: Ensemble
     primary.start()
     backup.start()
     wait_until(lambda: status(primary)["synchronized"] is True, 30, "the backup to synchronize")
-    uri = pair_uri(primary, backup)
-    traffic_through(uri, primary.kill, "replication, kill -9 of the primary", count=400)
+    pair = (primary, backup)
+    both = [journal_of(primary), journal_of(backup)]
+    traffic_through(pair, primary.kill, "replication, kill -9 of the primary", both, count=400, nested=NESTED)
     primary.ready_text = "AMQ221033"
-    traffic_through(uri, primary.start, "replication, failback to the restarted primary", count=400)
+    what = "replication, failback to the restarted primary"  # the backup alone has the send cut off
+    traffic_through(pair, primary.start, what, [journal_of(backup)], count=400, nested=NESTED)
     wait_until(lambda: "AMQ221007" in primary.log(), 60, "the primary to be active again")
     wait_until(lambda: status(primary)["synchronized"] is True, 30, "the restarted backup to synchronize")
     assert status(primary)["activationSequence"] == 3
@@ -121,41 +128,11 @@ def test_failover_and_failback_under_traffic(tmp_path: Path, zookeeper: Ensemble
     backup.stop()
 
 
-def test_losing_the_zookeeper_majority_stops_the_active_server_and_nobody_else_activates(
-    tmp_path: Path, zookeeper: Ensemble
-) -> None:
-    primary, backup = replicated_pair(tmp_path, zookeeper.connect_string, "r3")
-    primary.start()
-    backup.start()
-    wait_until(lambda: status(primary)["synchronized"] is True, 30, "the backup to synchronize")
-    majority = zookeeper.nodes[:2]
-    for node in majority:
-        node.stop()
-    try:
-        assert primary.proc is not None and primary.proc.wait(timeout=20) == 1  # it halts on its own
-        assert "AMQ222325" in primary.log()
-        assert "AMQ221010" not in backup.log()  # no majority, no lock: the backup stays passive
-    finally:
-        for node in majority:
-            node.start()
-        zookeeper.wait_serving()
-    wait_until(lambda: "AMQ221010" in backup.log(), 60, "the backup to take over once ZooKeeper is back")
-    backup.stop()
-
-
-def test_a_clean_stop_keeps_the_backup_passive_and_force_failover_hands_over(
-    tmp_path: Path, zookeeper: Ensemble
-) -> None:
-    primary, backup = replicated_pair(tmp_path / "paused", zookeeper.connect_string, "r4")
-    primary.start()
-    backup.start()
-    wait_until(lambda: status(primary)["synchronized"] is True, 30, "the backup to synchronize")
-    assert primary.stop() == 0
-    wait_until(lambda: "AMQ221028" in backup.log(), 10, "the backup to hear the primary stopping")
-    assert "AMQ221010" not in backup.log()
-    backup.stop()
-
-    primary, backup = replicated_pair(tmp_path / "failing-over", zookeeper.connect_string, "r5")
+def test_force_failover_hands_over_under_traffic(tmp_path: Path, zookeeper: Ensemble) -> None:
+    """`forceFailover` (management, `ha failover`): the active server hands over to its synchronized
+    backup and exits 4, to be started again as the pair's backup. (A plain clean stop hands over too:
+    test_maintenance.py.)"""
+    primary, backup = replicated_pair(tmp_path, zookeeper.connect_string, "r5")
     primary.start()
     backup.start()
     wait_until(lambda: status(primary)["synchronized"] is True, 30, "the backup to synchronize")
@@ -164,33 +141,12 @@ def test_a_clean_stop_keeps_the_backup_passive_and_force_failover_hands_over(
         with Management(primary.url) as management:
             assert management.call("forceFailover", []) is True  # stop, and let the backup take over
 
-    traffic_through(pair_uri(primary, backup), force_failover, "replication, forceFailover")
+    journals = [journal_of(primary), journal_of(backup)]
+    traffic_through((primary, backup), force_failover, "replication, forceFailover", journals, nested=NESTED)
     assert "AMQ221010" in backup.log()
     assert primary.proc is not None and primary.proc.wait(timeout=10) == 4  # to be started again: rejoin
     assert receive(backup.url, "orders", 10, timeout=1) == []  # each stored once
     backup.stop()
-
-
-def pair_uri(primary: BrokerProcess, backup: BrokerProcess) -> str:
-    """The failover client notices a silent (paused) server within a second."""
-    nested = "amqp.idleTimeout=1000&transport.connectTimeout=1000"
-    return f"failover:({primary.url}?{nested},{backup.url}?{nested})?{FAST}"
-
-
-def send_exactly_once(conn: FailoverConnection, bodies: range, sent: list[int], stop: threading.Event) -> int:
-    """Seed 001 §5: each message with a unique `_AMQ_DUPL_ID`, sent again while in doubt; the retries.
-    `stop` ends it early (a failed test must not leave it retrying for ever)."""
-    sender, retried = conn.sender("orders"), 0
-    for i in bodies:
-        message = Message(body=i, durable=True, properties={"_AMQ_DUPL_ID": f"order-{i}"})
-        while not stop.is_set():
-            try:
-                sender.send(message)
-                break
-            except InDoubtError:
-                retried += 1
-        sent.append(i)
-    return retried
 
 
 def test_a_paused_primary_confirms_nothing_its_backup_lacks_and_stops_when_it_wakes(
@@ -199,42 +155,34 @@ def test_a_paused_primary_confirms_nothing_its_backup_lacks_and_stops_when_it_wa
     """SIGSTOP of the active primary: its ZooKeeper session expires, the backup (synchronized, its stream
     silent past connection-ttl) takes the lock and activates. SIGCONT: the primary finds its backup gone;
     it may not confirm what waited for the backup until it has fenced the backup off, which it cannot
-    (the lock and the activation sequence have moved): it confirms nothing more and halts."""
+    (the lock and the activation sequence have moved): it confirms nothing more and halts. One more send
+    is on both servers' disks at the pause, its outcome cut off (`InDoubtSend`): retried, stored once."""
     primary, backup = replicated_pair(tmp_path, zookeeper.connect_string, "r6", ttl=1000)
     primary.start()
     backup.start()
     wait_until(lambda: status(primary)["synchronized"] is True, 30, "the backup to synchronize")
     assert primary.proc is not None
-    sent: list[int] = []
-    retried = 0
-    stop = threading.Event()
-
-    def produce() -> None:
-        nonlocal retried
-        with FailoverConnection(pair_uri(primary, backup) + "&timeout=60000") as conn:
-            retried = send_exactly_once(conn, range(600), sent, stop)
-
-    producer = threading.Thread(target=produce, daemon=True)
-    producer.start()
-    try:
-        wait_until(lambda: len(sent) >= 200, 30, "sends confirmed by the primary")
-        os.kill(primary.proc.pid, signal.SIGSTOP)
+    pid = primary.proc.pid
+    with Producer() as producer, InDoubtSend((primary, backup), NESTED) as in_doubt:
+        in_doubt.ready([journal_of(primary), journal_of(backup)], "SIGSTOP of the primary")
+        producer.start(failover_uri([primary.url, backup.url], NESTED) + "&timeout=60000", range(600))
+        wait_until(lambda: len(producer.confirmed) >= 200, 30, "sends confirmed by the primary")
+        os.kill(pid, signal.SIGSTOP)
         try:
             wait_until(lambda: "AMQ221010" in backup.log(), 30, "the backup to take over from the paused one")
-            confirmed_by_then = len(sent)
+            confirmed_by_then = len(producer.confirmed)
         finally:
-            os.kill(primary.proc.pid, signal.SIGCONT)
+            os.kill(pid, signal.SIGCONT)
         assert primary.proc.wait(timeout=20) == 1  # it halts on its own once it runs again
         assert "AMQ222325" in primary.log() or "AMQ222330" in primary.log()
-        producer.join(timeout=60)
-        assert not producer.is_alive()
-    finally:
-        stop.set()
+        assert "Traceback" not in primary.log(), primary.log()  # a halt is one line, not a crash
+        producer.join(60)
+        in_doubt.check()
     assert status(backup)["activationSequence"] == 2
     got = [m.body for m in receive(backup.url, "orders", 1000, timeout=2)]
     print(
-        f"SIGSTOP of a replicated primary: {len(sent)} confirmed ({confirmed_by_then} when the backup "
-        f"activated), {retried} retried, {len(got)} received, {len(got) - len(set(got))} duplicates"
+        f"SIGSTOP of a replicated primary: {producer.summary()} ({confirmed_by_then} when the backup "
+        f"activated), {len(got)} received, {len(got) - len(set(got))} duplicates"
     )
     assert sorted(got) == list(range(600))  # each exactly once: nothing confirmed was lost
     backup.stop()
@@ -259,7 +207,7 @@ def test_a_lost_backup_is_fenced_off_and_a_stale_backup_never_activates(
     primary.kill()
 
     backup.start()
-    stays(None, lambda: "AMQ221010" in backup.log(), 6, "a stale backup activating")  # session-ms 2 s
+    stays(lambda: "AMQ221010" in backup.log(), 6, "a stale backup activating")  # session-ms 2 s
 
     primary.ready_text = "AMQ221024"  # it activates, and its backup synchronizes again
     primary.start(timeout=60)

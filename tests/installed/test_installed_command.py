@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from tests.support.installed import (
     wait_listening,
 )
 
+STOCK = Path(__file__).resolve().parents[1] / "config" / "fixtures" / "stock" / "etc"
 pytestmark = pytest.mark.timeout(900)  # the fresh environments are installed by the first test using them
 
 
@@ -86,15 +88,110 @@ def test_a_log_level_that_does_not_exist_is_refused(plain: Installation, tmp_pat
     assert bad.returncode == 2 and "invalid choice: 'VERBOSE'" in bad.stderr
 
 
-def test_check_config_tells_a_typo_from_a_gap(plain: Installation, tmp_path: Path) -> None:
+def test_check_config_tells_a_typo_from_a_gap_and_from_what_has_no_effect(
+    plain: Installation, tmp_path: Path
+) -> None:
     config = tmp_path / "etc" / "broker.xml"
     connection = '<amqp-connection uri="tcp://h:1" name="DC2"><mirorr/></amqp-connection>'
-    extra = f"<broker-connections>{connection}</broker-connections><diverts/>"
+    extra = f"<broker-connections>{connection}</broker-connections><diverts/><jmx-domain>x</jmx-domain>"
     broker_xml(config, "typo", tmp_path / "data", extra=extra)
     checked = plain.run("check-config", "etc/broker.xml", cwd=tmp_path)
     assert checked.returncode == 2, checked.stderr
     assert "unknown element <mirorr> (did you mean <mirror>?)" in checked.stderr
-    assert "warning: broker.xml:" in checked.stderr and "core/diverts: not implemented yet" in checked.stderr
+    assert "error: broker.xml:" in checked.stderr and "core/diverts: not implemented yet" in checked.stderr
+    assert "note: broker.xml:" in checked.stderr and "core/jmx-domain: has no effect here" in checked.stderr
+    assert checked.stdout == "etc/broker.xml: 2 errors, 1 note\n"
+
+
+# ------------------------------------------------------------------------------ what run refuses
+
+
+def _refused(installation: Installation, tmp_path: Path, config: str) -> tuple[str, str]:
+    """check-config's and run's stderr for a file both refuse: exit 2, no broker, no data written."""
+    checked = installation.run("check-config", config, cwd=tmp_path)
+    ran = installation.run("run", "--config", config, cwd=tmp_path, timeout=60)
+    assert (checked.returncode, ran.returncode) == (2, 2), checked.stderr + ran.stderr
+    assert "listening on" not in ran.stderr and "Traceback" not in ran.stderr
+    assert not (tmp_path / "data").exists()
+    severities = ("error: ", "warning: ", "note: ")
+    assert all(line.startswith(severities) for line in checked.stderr.splitlines()), checked.stderr
+    *problems, last = ran.stderr.splitlines()
+    assert problems == checked.stderr.splitlines()  # run says it as check-config does
+    errors = checked.stderr.count("error: ")
+    assert last == f"not started: {errors} error{'' if errors == 1 else 's'}"
+    assert checked.stdout.startswith(f"{config}: {errors} error")
+    return checked.stderr, last
+
+
+def test_a_misspelt_connection_parameter_is_refused_not_run_in_plaintext(
+    plain: Installation, tmp_path: Path
+) -> None:
+    connection = (
+        '<broker-connections><amqp-connection uri="tcp://127.0.0.1:5673?sslEnabeld=true;reconectAttempts=3" '
+        'name="dc2"><mirror/></amqp-connection></broker-connections>'
+    )
+    broker_xml(tmp_path / "etc" / "broker.xml", "dc1", tmp_path / "data", extra=connection)
+    said, last = _refused(plain, tmp_path, "etc/broker.xml")
+    text = (tmp_path / "etc" / "broker.xml").read_text().splitlines()
+    line = next(i for i, t in enumerate(text, start=1) if "sslEnabeld" in t)
+    where = f"broker.xml:{line}: core/broker-connections/amqp-connection[@name=dc2]/@uri: "
+    assert f"error: {where}unknown URI parameter 'sslEnabeld' (did you mean sslEnabled?)" in said
+    assert f"error: {where}unknown URI parameter 'reconectAttempts' (did you mean reconnectAttempts?)" in said
+    assert last == "not started: 2 errors"
+
+
+def test_what_would_change_meaning_is_refused_one_error_each_on_its_line(
+    plain: Installation, tmp_path: Path
+) -> None:
+    changes = {
+        "store": "<store><database-store><jdbc-user>u</jdbc-user></database-store></store>",
+        "graceful-shutdown-enabled": "<graceful-shutdown-enabled>true</graceful-shutdown-enabled>",
+        "diverts": '<diverts><divert name="copy"><address>a</address>'
+        "<forwarding-address>b</forwarding-address></divert></diverts>",
+        "scale-down": "<ha-policy><primary-only><scale-down/></primary-only></ha-policy>",
+        "redelivery-delay": '<address-settings><address-setting match="#">'
+        "<redelivery-delay>5000</redelivery-delay></address-setting></address-settings>",
+    }
+    broker_xml(tmp_path / "etc" / "broker.xml", "dc1", tmp_path / "data", extra="\n  ".join(changes.values()))
+    said, last = _refused(plain, tmp_path, "etc/broker.xml")
+    text = (tmp_path / "etc" / "broker.xml").read_text().splitlines()
+    errors = [line for line in said.splitlines() if line.startswith("error: ")]
+    assert len(errors) == len(changes) and last == f"not started: {len(changes)} errors", said
+    for name, snippet in changes.items():
+        line = next(i for i, t in enumerate(text, start=1) if snippet in t)
+        [error] = [e for e in errors if f"/{name}: not implemented yet: " in e or f"/{name}/" in e]
+        assert error.startswith(f"error: broker.xml:{line}: "), (name, error)
+
+
+def test_the_broker_xml_artemis_create_writes_runs_saying_what_it_skips(
+    plain: Installation, tmp_path: Path
+) -> None:
+    """Artemis 2.40's own `artemis create` file (its users file with plain passwords), on free ports."""
+    etc = tmp_path / "etc"
+    shutil.copytree(STOCK, etc)
+    checked = plain.run("check-config", "etc/broker.xml", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stdout == "etc/broker.xml: 0 errors, 4 warnings, 23 notes\n"
+    assert "warning: broker.xml:174: core/acceptors/acceptor[@name=stomp]: protocols STOMP not supported; " \
+        "acceptor skipped" in checked.stderr  # fmt: skip
+    assert "note: broker.xml:168: core/acceptors/acceptor[@name=artemis]: URI parameter useEpoll has no " \
+        "effect here" in checked.stderr  # fmt: skip
+    ports = {61616: free_port(), 5672: free_port()}
+    text = (etc / "broker.xml").read_text()
+    for artemis_port, port in ports.items():
+        text = text.replace(f"tcp://0.0.0.0:{artemis_port}?", f"tcp://127.0.0.1:{port}?")
+    (etc / "broker.xml").write_text(text)
+    log = tmp_path / "stock.log"
+    broker = plain.start("run", "--config", "etc/broker.xml", cwd=tmp_path, log=log)
+    try:
+        wait_listening(broker, log)
+        said = log.read_text()
+        for line in checked.stderr.splitlines():  # each said once, as check-config says it
+            assert said.count(line) == 1, line
+        assert send(f"amqp://127.0.0.1:{ports[5672]}", "orders", ["m"], user="admin", password="admin") == 1
+    finally:
+        assert stop(broker) == 0
+    assert (tmp_path / "data" / "journal").is_dir()  # resolved against the instance, as Artemis does
 
 
 # ------------------------------------------------------------------------------------ the broker
@@ -161,7 +258,8 @@ def test_a_wheel_never_names_a_repository_script(plain: Installation, tmp_path: 
     finally:
         assert stop(broker) == 0
     text = log.read_text()
-    assert "compiled hot path: not in use, not built; running as plain Python" in text
+    # this environment was installed with the compile skipped (AMQP_MIRROR_BUILD_COMPILED=0): it says so
+    assert "compiled hot path: not in use, not built: AMQP_MIRROR_BUILD_COMPILED=0" in text, text
     assert "scripts/" not in text
 
 

@@ -26,6 +26,7 @@ FAR = 2**62
 @pytest.fixture
 def small_window(monkeypatch: pytest.MonkeyPatch) -> int:
     monkeypatch.setattr(RecentIds, "WINDOW", 100)
+    monkeypatch.setattr(RecentIds, "CATCH_UP", 10)  # as the real one, well inside the window
     return 100
 
 
@@ -93,3 +94,64 @@ def test_after_a_target_restart_an_injected_id_blocks_nothing_and_resends_are_st
     apply_ids(target, list(range(21, 31)))  # the origin carries on
     net.pump()
     assert net.depth("dc2", "orders") == 10, "later ids were taken for duplicates"
+
+
+def test_two_ids_far_ahead_do_not_confirm_each_other() -> None:
+    """2^62 then 2^62 + 1 (the second "catching up" with the first): neither is confirmed, and the
+    watermark a restart starts from stays with the traffic."""
+    recent = RecentIds()
+    for mid in [*range(1, 51), FAR, FAR + 1]:
+        recent.add(mid)
+    assert int(recent.watermark()) == 50  # 50 was confirmed by the next arrival, FAR by nothing
+    for mid in range(51, 200):
+        assert not recent.seen(mid), f"id {mid} taken for a duplicate"
+        recent.add(mid)
+    assert int(recent.watermark()) == 198
+    assert recent.seen(FAR) and recent.seen(FAR + 1), "the outliers are still recognised exactly"
+
+
+def test_traffic_below_a_jump_keeps_it_unconfirmed_however_long_it_goes_on(small_window: int) -> None:
+    """The real origin's traffic between a peer's far ids: a jump is made real only by arrivals in a
+    row beyond the confirmed ones, so more far ids than CATCH_UP in all confirm nothing."""
+    recent = RecentIds()
+    for mid in range(1, 51):
+        recent.add(mid)
+    for k in range(3 * RecentIds.CATCH_UP):
+        recent.add(FAR + 2 * k)
+        recent.add(FAR + 2 * k + 1)
+        recent.add(51 + k)
+    assert int(recent.watermark()) < FAR and recent.floor < FAR
+    assert not recent.seen(51 + 3 * RecentIds.CATCH_UP)
+
+
+def test_an_artemis_crash_jump_is_caught_up_with(small_window: int) -> None:
+    """An Artemis origin that crashed resumes up to 2^31 - 1 ids further on (its id checkpoint): the jump
+    confirms nothing for CATCH_UP arrivals, then the floor and the watermark follow the traffic."""
+    recent = RecentIds()
+    jump = 50 + 2**31 - 1
+    after = list(range(jump, jump + 150))
+    for mid in [*range(1, 51), *after]:
+        assert not recent.seen(mid)
+        recent.add(mid)
+    assert int(recent.watermark()) == jump + 148
+    assert recent.floor == jump + 49  # the 100 left in the window are the newest, 50 left it confirmed
+    assert all(recent.seen(mid) for mid in after) and not recent.seen(jump + 150)
+
+
+def test_after_a_target_restart_two_far_ids_block_nothing(tmp_path: Path) -> None:
+    """The poisoning of a restart's floor: ids 2^62 and 2^62 + 1 from the origin's own link, consumed,
+    then a restart of the target; the origin's traffic is stored, and its re-sends still dropped."""
+    net = Network(tmp_path)
+    net.broker("dc2", persistence=True)
+    net.start_all()
+    target = net.brokers["dc2"].mirror_target
+    assert target is not None
+    apply_ids(target, [*range(1, 11), FAR, FAR + 1])
+    net.pump()
+    assert len(net.client("dc2").receive("orders", 50)) == 12
+    target = restarted(net, "dc2")
+    apply_ids(target, list(range(6, 11)))  # re-sent: their Accepted was lost with the crash
+    apply_ids(target, list(range(11, 31)))
+    net.pump()
+    assert net.depth("dc2", "orders") == 20, "the origin's traffic was taken for duplicates"
+    assert target.stats["duplicates"] == 5

@@ -19,6 +19,7 @@ function parseArgs(argv, spec) {
 }
 
 // Split amqp://[user:pass@]host:port into rhea connect options; --user/--password override the URL.
+// A ws:// or wss:// URL connects over WebSocket (subprotocol amqp) with Node's ws package.
 function connectOptions(opts) {
   const url = new URL(opts.url);
   const conn = {
@@ -27,6 +28,14 @@ function connectOptions(opts) {
     reconnect: false,
     container_id: `rhea-${process.pid}`,
   };
+  if (url.protocol === 'ws:' || url.protocol === 'wss:') {
+    const WebSocket = require('ws');
+    const plain = new URL(opts.url);
+    plain.username = '';
+    plain.password = '';
+    conn.connection_details = require('rhea').websocket_connect(WebSocket)(plain.href, ['amqp'], {});
+    conn.hostname = url.hostname;
+  }
   const user = opts.user || decodeURIComponent(url.username);
   const password = opts.password || decodeURIComponent(url.password);
   if (user) {

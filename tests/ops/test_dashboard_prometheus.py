@@ -9,6 +9,7 @@ dashboard's variables as Grafana fills them, must parse and return data.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import threading
@@ -92,12 +93,18 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         gateway = f"http://127.0.0.1:{gateway_port}"
         procs.append(
             _start(
-                ["prometheus-pushgateway", f"--web.listen-address=127.0.0.1:{gateway_port}"],
+                [
+                    "prometheus-pushgateway",
+                    f"--web.listen-address=127.0.0.1:{gateway_port}",
+                    # its own state: Debian's build keeps what was pushed in a shared file otherwise
+                    f"--persistence.file={home / 'pushgateway.data'}",
+                ],
                 home / "pushgateway.log",
                 gateway + "/-/ready",
             )
         )
-        push(exposition(_dr_result()), gateway)
+        push(exposition(_dr_result()), gateway)  # the pair DC1-DC2
+        push(exposition({**_dr_result(), "survivor_in_sync": True}), gateway, pair="DC3-DC4")
         config = home / "prometheus.yml"
         config.write_text(_config(dc1, dc2, gateway_port))
         url = f"http://127.0.0.1:{prom_port}"
@@ -240,7 +247,18 @@ def test_the_alert_rules_load_and_evaluate(prometheus: str) -> None:
 
     wait_until(lambda: all(r.get("lastEvaluation", "").startswith("2") for r in rules()), 20, "an evaluation")
     loaded = rules()
-    assert len(loaded) == 9
+    assert len(loaded) == len(re.findall(r"^\s+- alert: ", RULES.read_text(), flags=re.M))
     assert all(r["health"] == "ok" for r in loaded), [(r["name"], r.get("lastError")) for r in loaded]
     divergence = next(r for r in loaded if r["name"] == "AmqpMirrorDRDivergence")
     assert divergence["state"] == "firing"  # the pushed result says the survivor needs a repair
+
+
+def test_two_dc_pairs_on_one_pushgateway_do_not_overwrite_each_other(prometheus: str) -> None:
+    """Each reconciliation's series carry its DC pair (the Pushgateway group it was pushed to)."""
+
+    def by_pair() -> dict[str, float]:
+        result = _query(prometheus, "amqp_mirror_dr_survivor_in_sync").get("data", {}).get("result", [])
+        return {r["metric"].get("pair", ""): float(r["value"][1]) for r in result}
+
+    wait_until(lambda: len(by_pair()) == 2, 10, "both pairs' results in Prometheus")
+    assert by_pair() == {"DC1-DC2": 0.0, "DC3-DC4": 1.0}

@@ -101,7 +101,7 @@ def test_target_journal_queue_and_acceptor_figures(pair: tuple[Metered, Metered]
     assert at("amqp_mirror_journal_batch_records_sum") >= SENT  # every message, and DC1's acks, journalled
     assert at("amqp_mirror_acceptor_connections_accepted_total", acceptor="amqp") >= 2
     assert at("amqp_mirror_server_active") == 1
-    assert at("amqp_mirror_ha_role", policy="primary-only", role="primary") == 1
+    assert at("amqp_mirror_ha_role_info", policy="primary-only", role="primary") == 1
 
 
 def test_health_and_readiness(pair: tuple[Metered, Metered]) -> None:

@@ -64,7 +64,7 @@ def test_a_passive_backup_is_alive_not_ready_and_counts_its_failover(tmp_path: P
         assert backup.get("/healthz") == (200, "alive\n")
         assert backup.get("/readyz") == (503, "passive\n")
         assert backup.value("amqp_mirror_server_active") == 0
-        assert backup.value("amqp_mirror_ha_role", policy="shared-store", role="backup") == 1
+        assert backup.value("amqp_mirror_ha_role_info", policy="shared-store", role="backup") == 1
         assert primary.get("/readyz") == (200, "active\n")
         shown = status(backup.broker.url)
         assert shown.returncode == 0 and f"active: 127.0.0.1:{primary.broker.port}" in shown.stdout

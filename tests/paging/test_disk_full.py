@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require
-from tests.peers.ports import wait_until
+from tests.peers.ports import WaitTimeout, wait_until
 from tests.support.broker import BrokerProcess
-from tests.support.client import receive, send_all
+from tests.support.client import BackgroundSender, receive, send_all
 
 DISK_MB = 24
 ORDERS = '<address name="orders"><anycast><queue name="orders"/></anycast></address>'
@@ -57,10 +57,15 @@ def fill(disk: Path, leave: int) -> Path:
     return ballast
 
 
-def broker_on(disk: Path, home: Path, extra: str) -> BrokerProcess:
+def broker_on(
+    disk: Path, home: Path, extra: str, scan_ms: int = 100, acceptor_params: str = ""
+) -> BrokerProcess:
     data = disk / "data"
-    extra = f"<journal-file-size>1048576</journal-file-size><disk-scan-period>100</disk-scan-period>{extra}"
-    broker = BrokerProcess(home=home, xml_kwargs={"extra": extra, "addresses": ORDERS})
+    extra = (
+        f"<journal-file-size>1048576</journal-file-size><disk-scan-period>{scan_ms}</disk-scan-period>{extra}"
+    )
+    xml = {"extra": extra, "addresses": ORDERS, "acceptor_params": acceptor_params}
+    broker = BrokerProcess(home=home, xml_kwargs=xml)
     broker.write_config()
     text = broker.config_path.read_text()
     for kind in ("journal", "bindings", "paging", "large-messages"):
@@ -86,6 +91,51 @@ def test_past_max_disk_usage_producers_wait_and_consumers_go_on(small_disk: Path
     wait_until(lambda: "AMQ221080" in broker.log(), 10, "the broker to see room again")
     after = send_all(broker.url, "orders", bodies("c", 5, 100))
     assert set(after.values()) == {"accepted"}
+    assert broker.stop() == 0
+
+
+def used_percent(disk: Path) -> float:
+    st = os.statvfs(disk)
+    return 100.0 * (st.f_blocks - st.f_bavail) / st.f_blocks
+
+
+def test_a_fast_producer_is_blocked_at_max_disk_usage_between_two_scans(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    """The scan runs every 5 s (the default), far slower than one producer fills the disk: the bytes the
+    broker writes are counted against the room the last scan saw, so it blocks at the threshold, not at
+    its next scan (or at ENOSPC). Only what the link was granted before is taken past it."""
+    window, size = 20, 64 * 1024
+    ballast = fill(small_disk, leave=DISK_MB * 1024 * 1024 * 7 // 10)  # 30 % used: 4.8 MiB to the threshold
+    broker = broker_on(
+        small_disk,
+        tmp_path / "home",
+        "<max-disk-usage>50</max-disk-usage>",
+        scan_ms=5000,
+        acceptor_params=f"amqpCredits={window};amqpLowCredits=5",
+    ).start()
+    sent = bodies("m", 140, size)  # 8.75 MiB: the disk would reach about 67 %
+    producer = BackgroundSender(broker.url, "orders", len(sent), sent.__getitem__)
+    wait_until(lambda: producer.stalled or producer.done, 30, "the producer to be held or done")
+    assert not producer.done, f"all {len(sent)} sends taken: nothing held the producer"
+    assert "AMQ222210" in broker.log()
+    held_at, peak = len(producer.outcomes), used_percent(small_disk)
+    # 50 %, plus what the link was granted before it was held (and a journal segment's slack)
+    assert peak <= 50 + 100 * (window * size + (1 << 20)) / (DISK_MB << 20), f"{peak:.1f} % used"
+    with pytest.raises(WaitTimeout):  # held over a window, not just at one instant
+        wait_until(
+            lambda: len(producer.outcomes) > held_at or producer.credit != 0, 1.5, "a send past the hold"
+        )
+    ballast.unlink()  # room again: the next scan gives credit back
+    wait_until(lambda: producer.done, 20, "the producer to finish after space returned")
+    log = broker.log()
+    assert "AMQ222211" not in log  # blocked by the limit, never by ENOSPC
+    # once each: the scan that followed the estimate confirmed it; the one after the unlink lifted it
+    assert log.count("AMQ222210") == 1 and log.count("AMQ221080") == 1
+    assert set(producer.outcomes.values()) == {"accepted"} and len(producer.outcomes) == len(sent)
+    got = [m.body for m in receive(broker.url, "orders", len(sent) + 1, timeout=1)]
+    assert sorted(got) == sorted(sent)
+    print(f"blocked at {peak:.1f} % used, after {held_at} of {len(sent)} sends")
     assert broker.stop() == 0
 
 

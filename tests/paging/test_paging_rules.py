@@ -15,7 +15,7 @@ import pytest
 
 from mirror import wire
 from tests.support.paging import body_of, drain, pages, settings
-from tests.support.pair import Network
+from tests.support.pair import MemoryClient, Network
 
 
 @pytest.fixture
@@ -147,6 +147,44 @@ def test_block_withholds_credit_until_the_address_has_room(net: Network) -> None
     assert link.credit == 1000  # room again: the window is granted
 
 
+@pytest.mark.parametrize("limit", ["address", "global"])
+def test_block_holds_an_anonymous_relay_link_alternating_with_an_address_that_has_room(
+    net: Network, limit: str
+) -> None:
+    """One anonymous-relay link alternating between a full BLOCK address and one with room: the link is
+    judged by every BLOCK address it sent to, not by the last message's, so it gets no more credit while
+    the BLOCK address is over its own limit or the broker over global-max-size."""
+    addresses = "".join(
+        f'<address name="{a}"><anycast><queue name="{a}"/></anycast></address>' for a in ("blocked", "free")
+    )
+    own = "<max-size-bytes>20000</max-size-bytes>" if limit == "address" else ""
+    block = f'<address-setting match="blocked">{own}<address-full-policy>BLOCK</address-full-policy>'
+    net.broker(
+        "dc1",
+        addresses=addresses,
+        settings=block + "</address-setting>",
+        extra="<global-max-size>20000</global-max-size>" if limit == "global" else "",
+        acceptor_params="amqpCredits=20;amqpLowCredits=5",
+    )
+    net.start_all()
+    client = net.client("dc1")
+    sent = []
+    for i in range(200):
+        if client.senders.get("") is not None and client.senders[""].credit == 0:
+            break
+        sent.append(client.send(None, f"m{i}", to="blocked" if i % 2 == 0 else "free"))
+        net.pump()
+    assert all(client.accepted(d) for d in sent)  # what was granted is taken
+    assert len(sent) < 60  # but no more: 20 credits at a time, and the full address stops the refills
+    usage = net.server("dc1").addresses["blocked"].usage
+    assert usage.bytes <= 20_000 + 20 * usage.bytes // usage.messages  # its limit plus one window
+    to_blocked = usage.messages
+    assert len(drain(client, "blocked")) == to_blocked and to_blocked == (len(sent) + 1) // 2
+    assert len(drain(client, "free")) == len(sent) // 2  # what was paged is read back too
+    net.pump()
+    assert client.senders[""].credit == 20  # room again: the window is granted
+
+
 def test_a_mirrored_acknowledgement_finds_its_message_in_a_page(net: Network) -> None:
     net.broker("dc1", persistence=True, mirror_to="dc2", settings=settings(max_size=10_000_000))
     net.broker("dc2", persistence=True, settings=settings(max_size=5_000, read=10))
@@ -164,3 +202,61 @@ def test_a_mirrored_acknowledgement_finds_its_message_in_a_page(net: Network) ->
     assert stats.get("ack_retries", 0) == 0  # every ack matched at once, none waited to be retried
     net.pump()
     assert pages(net, "dc2") == []
+
+
+def read_back_windows(net: Network, client: MemoryClient, count: int) -> list[tuple[int, int]]:
+    """Drain the queue one message at a time; each time it runs dry with messages still paged, the
+    number of references and bytes it read back from its pages at once (what its memory then holds)."""
+    queue = net.server("dc1").queues["orders"]
+    in_memory = queue.depth - queue.paged
+    assert len(client.receive("orders", in_memory)) == in_memory  # what never paged
+    assert not queue.messages and queue.paged > 0
+    windows: list[tuple[int, int]] = []
+    taken = in_memory
+    while taken < count:
+        dry, paged = not queue.messages, queue.paged
+        assert len(client.receive("orders", 1)) == 1
+        taken += 1
+        if dry:
+            read = paged - queue.paged
+            held = [ref.message for ref in queue.messages]
+            assert len(held) == read - 1  # one of them went to the consumer
+            windows.append((read, sum(len(m.payload) for m in held)))
+    return windows
+
+
+def test_a_queue_reads_back_at_most_max_read_page_messages_at_a_time(net: Network) -> None:
+    net.broker("dc1", persistence=True, settings=settings(max_size=2_000, read=7))
+    net.start_all()
+    client = net.client("dc1")
+    for i in range(100):
+        client.send("orders", f"m{i:03d}-" + "x" * 50)
+    net.pump()
+    paged = net.server("dc1").queues["orders"].paged
+    windows = [read for read, _ in read_back_windows(net, client, 100)]
+    assert windows == [7] * (paged // 7) + ([paged % 7] if paged % 7 else [])
+
+
+def test_a_queue_reads_back_at_most_max_read_page_bytes_at_a_time(net: Network) -> None:
+    window = 1_000
+    limits = f"""<address-setting match="orders">
+      <max-size-bytes>2000</max-size-bytes>
+      <page-size-bytes>8000</page-size-bytes>
+      <max-read-page-bytes>{window}</max-read-page-bytes>
+    </address-setting>"""
+    net.broker("dc1", persistence=True, settings=limits)
+    net.start_all()
+    client = net.client("dc1")
+    for i in range(100):
+        client.send("orders", f"m{i:03d}-" + "x" * 150)
+    net.pump()
+    queue = net.server("dc1").queues["orders"]
+    sizes = {len(ref.message.payload) for ref in queue.messages}
+    assert len(sizes) == 1  # every message costs the same
+    size = sizes.pop()
+    per_window = -(-window // size)  # a read stops once the window is used up: the last one crosses it
+    paged = queue.paged
+    windows = read_back_windows(net, client, 100)
+    full, rest = divmod(paged, per_window)
+    assert [read for read, _ in windows] == [per_window] * full + ([rest] if rest else [])
+    assert all(held <= window for _, held in windows)  # in memory besides the one delivered

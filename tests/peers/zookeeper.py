@@ -33,11 +33,13 @@ class ZkNode:
     home: Path
     client_port: int
     process: subprocess.Popen[bytes] | None = None
+    host: str = LOOPBACK
+    prefix: tuple[str, ...] = ()  # what its JVM runs under (`ip netns exec NS`)
 
     def start(self) -> None:
         log = (self.home / "out.log").open("ab")
         self.process = subprocess.Popen(
-            ["java", "-Xmx128m", "-Dzookeeper.admin.enableServer=false", "-cp", str(JAR),
+            [*self.prefix, "java", "-Xmx128m", "-Dzookeeper.admin.enableServer=false", "-cp", str(JAR),
              "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(self.home / "zoo.cfg")],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
@@ -60,7 +62,7 @@ class ZkNode:
     def mode(self) -> str | None:
         """'leader', 'follower' or 'standalone' once serving (the `srvr` four-letter word), else None."""
         try:
-            with socket.create_connection((LOOPBACK, self.client_port), timeout=1) as sock:
+            with socket.create_connection((self.host, self.client_port), timeout=1) as sock:
                 sock.sendall(b"srvr")
                 data = sock.recv(4096).decode(errors="replace")
         except OSError:
@@ -77,7 +79,7 @@ class Ensemble:
 
     @property
     def connect_string(self) -> str:
-        return ",".join(f"{LOOPBACK}:{n.client_port}" for n in self.nodes)
+        return ",".join(f"{n.host}:{n.client_port}" for n in self.nodes)
 
     def wait_serving(self, timeout: float = 60) -> None:
         def ready() -> bool:
@@ -88,8 +90,12 @@ class Ensemble:
 
 
 @contextmanager
-def running_ensemble(home: Path, size: int = 3) -> Iterator[Ensemble]:
+def running_ensemble(
+    home: Path, size: int = 3, hosts: list[str] | None = None, prefix: tuple[str, ...] = ()
+) -> Iterator[Ensemble]:
+    """`hosts`: each node's address (loopback by default), `prefix`: what each JVM runs under."""
     ensemble = Ensemble()
+    hosts = hosts or [LOOPBACK] * size
     peers = [(free_port(), free_port()) for _ in range(size)]
     for i in range(1, size + 1):
         node_home = home / f"zk{i}"
@@ -98,13 +104,14 @@ def running_ensemble(home: Path, size: int = 3) -> Iterator[Ensemble]:
         lines = [
             "tickTime=100", "initLimit=50", "syncLimit=20", "minSessionTimeout=200",
             "maxSessionTimeout=30000", f"dataDir={node_home / 'data'}", f"clientPort={free_port()}",
-            f"clientPortAddress={LOOPBACK}", "admin.enableServer=false", "4lw.commands.whitelist=srvr,ruok",
+            f"clientPortAddress={hosts[i - 1]}", "admin.enableServer=false",
+            "4lw.commands.whitelist=srvr,ruok",
         ]  # fmt: skip
         if size > 1:
-            lines += [f"server.{j}={LOOPBACK}:{a}:{b}" for j, (a, b) in enumerate(peers, start=1)]
+            lines += [f"server.{j}={hosts[j - 1]}:{a}:{b}" for j, (a, b) in enumerate(peers, start=1)]
         (node_home / "zoo.cfg").write_text("\n".join(lines) + "\n")
         port = int(next(line for line in lines if line.startswith("clientPort=")).split("=")[1])
-        ensemble.nodes.append(ZkNode(i, node_home, port))
+        ensemble.nodes.append(ZkNode(i, node_home, port, host=hosts[i - 1], prefix=prefix))
     try:
         for node in ensemble.nodes:
             node.start()

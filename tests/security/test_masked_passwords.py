@@ -4,9 +4,16 @@ and another), `artemis mask --hash`."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from broker_core.security import masked
+from broker_core.config import ConfigError, load_config
+from broker_core.config.errors import ProblemLog
+from broker_core.config.model import User
+from broker_core.config.users import load_users
+from broker_core.inbound_sasl import mechanisms
+from broker_core.security import ScramMechanism, UserStore, masked
 
 # artemis create --user admin --password admin: its artemis-users.properties line
 CREATED_ADMIN = (
@@ -63,3 +70,75 @@ def test_enc_is_recognised_and_nonsense_is_refused() -> None:
             masked.decode(bad) if ":" not in bad else masked.verify(bad, "x")
     with pytest.raises(masked.MaskError):
         masked.verify("0:00:00", "x")
+
+
+# ---------------------------------------------------------------------- the users file and the store
+
+
+def _users(tmp_path: Path, text: str) -> tuple[tuple[User, ...], ProblemLog]:
+    path = tmp_path / "artemis-users.properties"
+    path.write_text(text)
+    log = ProblemLog(path.name)
+    return load_users(path, log), log
+
+
+def test_the_users_file_takes_both_masked_forms(tmp_path: Path) -> None:
+    users, log = _users(
+        tmp_path, f"admin = ENC({CREATED_ADMIN})\nbob = ENC({MASKED['secret']})\ncarol = plain\n"
+    )
+    assert log.problems == []
+    store = UserStore({u.name: u.password for u in users}, {})
+    assert store.check_plain("admin", "admin") and not store.check_plain("admin", "wrong")
+    assert store.check_plain("bob", "secret")  # a two-way mask is decoded when read
+    assert store.check_plain("carol", "plain")
+    assert store.hashed_users == {"admin"}
+    assert store.check_sasl_plain(b"\0admin\0admin") == "admin"
+
+
+def test_a_hashed_user_cannot_use_scram_and_scram_is_not_offered(tmp_path: Path) -> None:
+    users, _ = _users(tmp_path, f"admin = ENC({CREATED_ADMIN})\n")
+    store = UserStore({u.name: u.password for u in users}, {})
+    assert store.scram_credentials("admin", ScramMechanism.SHA_512) is None
+    assert mechanisms(True, scram=not store.hashed_users) == ("PLAIN",)
+    assert "SCRAM-SHA-512" in mechanisms(True, scram=True)
+
+
+def test_an_unreadable_mask_is_an_error_at_its_line(tmp_path: Path) -> None:
+    users, log = _users(tmp_path, "ok = fine\nadmin = ENC(not-a-mask)\nbob = ENC(0:00:00)\n")
+    assert [u.name for u in users] == ["ok"]
+    [first, second] = log.problems
+    assert (first.line, first.severity, first.element_path) == (2, "error", "admin")
+    assert "ENC(...) password not readable" in first.message and "artemis user add" in (first.expected or "")
+    assert (second.line, second.severity) == (3, "error")
+
+
+# ------------------------------------------------------------------------------- broker.xml passwords
+
+
+def _broker_xml(tmp_path: Path, password: str) -> Path:
+    etc = tmp_path / "etc"
+    etc.mkdir(parents=True)
+    path = etc / "broker.xml"
+    path.write_text(
+        '<configuration xmlns="urn:activemq"><core xmlns="urn:activemq:core"><name>b</name>'
+        "<security-enabled>false</security-enabled>"
+        f"<cluster-user>cluster</cluster-user><cluster-password>{password}</cluster-password>"
+        '<broker-connections><amqp-connection uri="tcp://127.0.0.1:5673" name="dc2" user="mirror" '
+        f'password="{password}"><mirror/></amqp-connection></broker-connections>'
+        "</core></configuration>"
+    )
+    return path
+
+
+def test_passwords_the_broker_sends_may_be_masked_two_way(tmp_path: Path) -> None:
+    config, _ = load_config(_broker_xml(tmp_path, f"ENC({MASKED['secret']})"))
+    assert config.cluster_password == "secret"
+    assert config.broker_connections[0].password == "secret"
+
+
+def test_a_one_way_hash_cannot_be_sent_and_says_so_at_its_line(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(_broker_xml(tmp_path, f"ENC({HASHED_ADMIN})"))
+    said = [str(p) for p in caught.value.problems]
+    assert len(said) == 2 and all("a one-way hash (ENC(n:salt:hash)) cannot be sent" in s for s in said), said
+    assert any("cluster-password" in s for s in said) and any("amqp-connection" in s for s in said)

@@ -286,7 +286,7 @@ def test_pushgateway_text_is_written_and_put(tmp_path: Path) -> None:
         thread.join(10)
         server.server_close()
     assert (tmp_path / "m.prom").read_text() == text == exposition(result())
-    assert seen == [("PUT", "/metrics/job/amqp_mirror_dr", text.encode())]
+    assert seen == [("PUT", "/metrics/job/amqp_mirror_dr/pair/DC1-DC2", text.encode())]
     assert 'amqp_mirror_dr_references{class="one_side_only"} 1' in text
     assert "amqp_mirror_dr_last_run_timestamp_seconds 1700000000.000" in text
     assert "amqp_mirror_dr_survivor_in_sync 0" in text

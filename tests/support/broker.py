@@ -32,6 +32,8 @@ def broker_xml(
     security_settings: str = "",
     acceptor_params: str = "",
     extra: str = "",
+    extra_acceptors: str = "",
+    host: str = LOOPBACK,
 ) -> str:
     default_settings = """
       <address-setting match="#">
@@ -64,7 +66,7 @@ def broker_xml(
     <large-messages-directory>data/large-messages</large-messages-directory>
     {extra}
     <acceptors>
-      <acceptor name="amqp">tcp://{LOOPBACK}:{port}?protocols=AMQP{params}</acceptor>
+      <acceptor name="amqp">tcp://{host}:{port}?protocols=AMQP{params}</acceptor>{extra_acceptors}
     </acceptors>
     <security-settings>{security_settings or default_security}
     </security-settings>
@@ -94,10 +96,13 @@ class BrokerProcess:
     ready_text: str = "listening on"  # what its log says once it serves (an HA backup: "passive on")
     node_id: str | None = None  # fixed before the first start (else the broker makes one)
     config: str | None = None  # a whole broker.xml text (e.g. one shared with an Artemis); else generated
+    host: str = LOOPBACK  # where it listens (an address of a network namespace it runs in)
+    prefix: tuple[str, ...] = ()  # what its command runs under (`ip netns exec NS`)
+    env: dict[str, str] = field(default_factory=dict)  # more of its environment (NOTIFY_SOCKET, say)
 
     @property
     def url(self) -> str:
-        return f"amqp://{LOOPBACK}:{self.port}"
+        return f"amqp://{self.host}:{self.port}"
 
     @property
     def config_path(self) -> Path:
@@ -106,7 +111,8 @@ class BrokerProcess:
     def write_config(self) -> Path:
         etc = self.home / "etc"
         etc.mkdir(parents=True, exist_ok=True)
-        text = self.config if self.config is not None else broker_xml(self.name, self.port, **self.xml_kwargs)
+        kwargs = {"host": self.host, **self.xml_kwargs}
+        text = self.config if self.config is not None else broker_xml(self.name, self.port, **kwargs)
         self.config_path.write_text(text)
         (etc / "artemis-users.properties").write_text(USERS)
         (etc / "artemis-roles.properties").write_text(ROLES)
@@ -122,9 +128,11 @@ class BrokerProcess:
         self.starts += 1
         self.log_path = self.home / f"broker-{self.starts}.log"
         log = open(self.log_path, "wb")  # noqa: SIM115 - the child owns it
-        env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        env = dict(
+            os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), **self.env
+        )
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "amqp_mirror", "run", "--config", str(self.config_path)],
+            [*self.prefix, sys.executable, "-m", "amqp_mirror", "run", "--config", str(self.config_path)],
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=self.home,

@@ -172,3 +172,90 @@ def send_all(
 
     Container(Sender()).run()
     return outcomes
+
+
+class BackgroundSender:
+    """Sends `count` messages on one link from a thread of its own, each unsettled, as fast as credit
+    allows, while the test watches: `outcomes` (index -> "accepted", "rejected:<condition>", "released")
+    fills as they come, `credit` is the link's. `address` None sends through the anonymous relay, each
+    message to `to(i)`. Stops when every send has its outcome, or at `deadline` seconds."""
+
+    def __init__(
+        self,
+        url: str,
+        address: str | None,
+        count: int,
+        body: Callable[[int], Any],
+        *,
+        to: Callable[[int], str] | None = None,
+        durable: bool = True,
+        deadline: float = 120.0,
+    ) -> None:
+        import threading
+
+        from proton.handlers import MessagingHandler
+        from proton.reactor import Container
+
+        self.outcomes: dict[int, str] = {}
+        self.sent = 0
+        self.credit = -1
+        owner = self
+
+        class Handler(MessagingHandler):  # type: ignore[misc]
+            def __init__(self) -> None:
+                super().__init__(auto_accept=False)
+                self.tags: dict[Any, int] = {}
+                self.conn: Any = None
+
+            def on_start(self, event: Any) -> None:
+                self.conn = event.container.connect(url, allowed_mechs="ANONYMOUS")
+                event.container.create_sender(self.conn, address)
+                event.container.schedule(deadline, self)
+
+            def on_timer_task(self, event: Any) -> None:
+                self.conn.close()
+
+            def on_link_flow(self, event: Any) -> None:
+                owner.credit = event.link.credit
+
+            def on_sendable(self, event: Any) -> None:
+                sender = event.sender
+                while sender.credit and owner.sent < count:
+                    i = owner.sent
+                    msg = Message(body=body(i), durable=durable, address=to(i) if to else None)
+                    self.tags[sender.send(msg).tag] = i
+                    owner.sent += 1
+                owner.credit = sender.credit
+
+            def _outcome(self, event: Any, outcome: str) -> None:
+                owner.outcomes[self.tags[event.delivery.tag]] = outcome
+                if len(owner.outcomes) == count:
+                    self.conn.close()
+
+            def on_accepted(self, event: Any) -> None:
+                self._outcome(event, "accepted")
+
+            def on_rejected(self, event: Any) -> None:
+                condition = event.delivery.remote.condition
+                self._outcome(event, f"rejected:{condition.name if condition else ''}")
+
+            def on_released(self, event: Any) -> None:
+                self._outcome(event, "released")
+
+            def on_connection_closed(self, event: Any) -> None:
+                event.container.stop()
+
+            def on_transport_error(self, event: Any) -> None:
+                event.container.stop()
+
+        self.thread = threading.Thread(target=Container(Handler()).run, daemon=True)
+        self.thread.start()
+
+    @property
+    def done(self) -> bool:
+        return not self.thread.is_alive()
+
+    @property
+    def stalled(self) -> bool:
+        """Everything sent has its outcome and the link has no credit left (the broker holds it)."""
+        return self.credit == 0 and len(self.outcomes) == self.sent

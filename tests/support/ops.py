@@ -16,8 +16,9 @@ ORDERS = '<address name="orders"><anycast><queue name="orders"/></anycast></addr
 PLUGIN = "org.amqp_mirror.metrics.PrometheusMetricsPlugin"
 
 
-def metrics_xml(port: int, queues: str = "orders", **properties: str) -> str:
-    props = {"port": str(port), "queues": queues, **{k.replace("_", "-"): v for k, v in properties.items()}}
+def metrics_xml(port: int, queues: str = "orders", addresses: str = "orders", **properties: str) -> str:
+    given = {k.replace("_", "-"): v for k, v in properties.items()}
+    props = {"port": str(port), "queues": queues, "addresses": addresses, **given}
     inner = "".join(f'<property key="{k}" value="{v}"/>' for k, v in props.items())
     return f'<metrics><plugin class-name="{PLUGIN}">{inner}</plugin></metrics>'
 

@@ -17,8 +17,10 @@ mirror source and target is the production code; only the loop and the wire are 
 
 from __future__ import annotations
 
+import errno
 import heapq
 import itertools
+import shutil
 from collections import deque
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -40,6 +42,7 @@ BROKER_XML = """<?xml version="1.0"?>
     <security-enabled>false</security-enabled>{extra}
     <journal-directory>{home}/journal</journal-directory>
     <paging-directory>{home}/paging</paging-directory>
+    <large-messages-directory>{home}/large-messages</large-messages-directory>
     <acceptors><acceptor name="amqp">tcp://127.0.0.1:{port}?protocols=AMQP;anycastPrefix=anycast://;multicastPrefix=multicast://{acceptor_params}</acceptor></acceptors>
     <broker-connections>{connections}</broker-connections>
     <address-settings>{settings}</address-settings>
@@ -69,6 +72,7 @@ class MemoryLoop:
         self.now = 0.0
         self.ready: deque[Handle] = deque()
         self.from_threads: deque[Callable[[], None]] = deque()  # journal writer threads append here
+        self.threads_held = False  # `Network.hold_disk`: what the writer threads say waits
         self.timers: list[tuple[float, int, Handle]] = []
         self._order = itertools.count()
 
@@ -103,7 +107,7 @@ class MemoryLoop:
     def run_ready(self) -> bool:
         """Run what is ready now; whether anything ran."""
         ran = False
-        while self.from_threads:
+        while self.from_threads and not self.threads_held:
             self.from_threads.popleft()()
             ran = True
         while self.ready:
@@ -188,6 +192,7 @@ class Network:
         self.held: set[str] = set()  # brokers whose outgoing bytes wait (see hold_from)
         self._ports = itertools.count(10001)
         self._assigned: dict[str, int] = {}
+        self._options: dict[str, dict[str, Any]] = {}  # each broker's `broker` arguments, for `crash`
 
     # --------------------------------------------------------------------------------- brokers
 
@@ -207,6 +212,16 @@ class Network:
     ) -> Broker:
         """A broker; `mirror_to` names the broker its `<mirror>` connection (named after it) goes to.
         `acceptor_params` are added to its acceptor's URI (`key=value;...`); `node_id` fixes its id."""
+        self._options[name] = dict(
+            mirror_to=mirror_to,
+            mirror=mirror,
+            persistence=persistence,
+            addresses=addresses,
+            settings=settings,
+            extra=extra,
+            port=port,
+            acceptor_params=acceptor_params,
+        )
         port = port or self._port_of(name)
         connections = ""
         if mirror_to is not None:
@@ -277,6 +292,28 @@ class Network:
                 timer.cancel()
         broker.server.stop()
 
+    def crash(self, name: str) -> Broker:
+        """kill -9 of broker `name`, then a new broker on what its disk held at that instant.
+
+        The journal batches already handed to the writer thread are on disk (a batch is written whole or
+        cut off by recovery); nothing the loop would still have done is: no confirmation, no Accepted, no
+        clean stop. Its connections drop as a killed process's do."""
+        broker, callbacks = self.brokers[name], self.loop.from_threads
+        before = len(callbacks)
+        journal = broker.server.journal
+        if journal is not None and broker.config.persistence_enabled:
+            journal.flush()  # the writer thread's queue, not the loop's callbacks
+        while len(callbacks) > before:  # what the writer handed back to this broker's loop dies with it
+            callbacks.pop()
+        home, snapshot = self.home / name, self.home / f"{name}.at-crash"
+        shutil.rmtree(snapshot, ignore_errors=True)
+        shutil.copytree(home, snapshot)
+        self.stop(name)  # what the old broker does from here on is thrown away with its files
+        shutil.rmtree(home)
+        snapshot.rename(home)
+        self.broker(name, **self._options[name])
+        return self.start(name)
+
     def server(self, name: str) -> Any:
         return self.brokers[name].server
 
@@ -344,7 +381,22 @@ class Network:
             journal = broker.server.journal
             if journal is not None and broker.server.started and broker.config.persistence_enabled:
                 journal.flush()
-        return bool(self.loop.from_threads)
+        return bool(self.loop.from_threads) and not self.loop.threads_held
+
+    def hold_disk(self) -> None:
+        """The journals' writes complete, but their completions wait (a slow disk): nothing confirmed
+        waits for them until `release_disk`."""
+        self.loop.threads_held = True
+
+    def release_disk(self) -> None:
+        self.loop.threads_held = False
+        self.pump()
+
+    def disk_full(self, name: str) -> None:
+        """Broker `name`'s journal refuses its next batch as a full disk does (ENOSPC), until the broker's
+        persistence retries (`persistence.retry()`, as it does once the disk has room)."""
+        journal = self.server(name).journal
+        journal._no_space = OSError(errno.ENOSPC, "No space left on device")
 
     # --------------------------------------------------------------------------------- clients
 
@@ -443,6 +495,30 @@ class MemoryClient:
         delivery_id = self.conn.send_delivery(link, self.tag.to_bytes(4, "big"), payload, False)
         self._write()
         return delivery_id
+
+    def mirror_link(self, remote_id: str, name: str = "scripted") -> Link:
+        """Attach a mirror link as the source broker `remote_id` would (a scripted mirror source: its
+        deliveries are raw payloads, sent with `send_raw`, in whatever order a test needs)."""
+        from mirror.attach import mirror_source_attach
+
+        assert self.session is not None, "the client is not connected"
+        link = self.conn.attach(self.session, mirror_source_attach(name, remote_id, f"{name}-{id(self)}"))
+        self._write()
+        self.network.pump()
+        assert link.remote_attach is not None, "the mirror link was not answered"
+        return link
+
+    def send_raw(self, link: Link, payload: bytes) -> int:
+        """One delivery of these exact bytes, unsettled; returns its delivery id (see `settled`)."""
+        assert link.credit > 0, "no credit on the link"
+        self.tag += 1
+        delivery_id = self.conn.send_delivery(link, self.tag.to_bytes(4, "big"), payload, False)
+        self._write()
+        return delivery_id
+
+    def settled(self, delivery_id: int) -> bool:
+        """Whether the broker settled the delivery (with any outcome)."""
+        return delivery_id in self.outcomes
 
     def accepted(self, delivery_id: int) -> bool:
         return isinstance(self.outcomes.get(delivery_id), Accepted)

@@ -1,0 +1,109 @@
+"""What an active server of a cluster says of itself to the other members, and the votes it casts: the
+`SenderService` at `CLUSTER_ADDRESS`.
+
+A member (amqp_mirror/ha_cluster.py) attaches a receiving link from `CLUSTER_ADDRESS` as the cluster
+user; the answering attach carries, in its properties, this server's node id and the connector the
+others reach it at: it is active with that node id for as long as the link lives (the connection goes
+with the server). A vote is the same attach with a question in its properties (quorum.py's
+`Question`, the node id asked about and the asker's connector); the answer's properties carry the vote.
+Nothing is ever sent on the link: the attach exchange is the whole conversation.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from broker_core.amqp.codec import Symbol
+from broker_core.amqp.performatives import Attach
+from broker_core.errors import Unauthorized
+from broker_core.services import OutgoingLink, Peer
+
+from .quorum import Question, answer
+
+if TYPE_CHECKING:
+    from broker_core.amqp.connection import Link
+
+log = logging.getLogger("broker.ha")
+
+CLUSTER_ADDRESS = "$amqp-mirror.cluster"
+NODE_ID = Symbol("node-id")  # the answering server's node id (the node it is active with)
+CONNECTOR = Symbol("connector")  # host:port, as the other members reach it
+GROUP_NAME = Symbol("group-name")
+QUESTION = Symbol("question")  # a vote: quorum.Question's value
+ASKED_NODE = Symbol("asked-node-id")
+ASKER_CONNECTOR = Symbol("asker-connector")
+VOTE = Symbol("vote")  # the answer: True or False
+
+
+def _nothing() -> None:
+    pass
+
+
+def _nothing_settled(context: object, state: object) -> None:
+    pass
+
+
+class ClusterService:
+    """Answers the members' attaches: who this server is, and its votes."""
+
+    def __init__(
+        self,
+        name: str,
+        node_id: str,
+        connector: str,
+        group_name: str | None,
+        topology: Callable[[], Mapping[str, str]],
+        on_vote: Callable[[Question, bool], None],
+    ) -> None:
+        self.name = name
+        self.node_id = node_id
+        self.connector = connector
+        self.group_name = group_name
+        self.topology = topology  # node id -> the connector active with it, as this server sees it
+        self.on_vote = on_vote  # counted for the metrics
+
+    def attach_sender(self, peer: Peer, link: Link, attach: Attach, address: str) -> Attach:
+        if not peer.cluster_member:
+            raise Unauthorized("the cluster connection needs the cluster user and password")
+        properties: dict[Symbol, object] = {NODE_ID: self.node_id, CONNECTOR: self.connector}
+        if self.group_name is not None:
+            properties[GROUP_NAME] = self.group_name
+        asked = attach.properties or {}
+        question = asked.get(QUESTION)
+        if question is not None:
+            properties[VOTE] = self._vote(peer, str(question), str(asked.get(ASKED_NODE)), asked)
+        link.context = OutgoingLink(_nothing, _nothing_settled, _nothing)
+        return Attach(
+            name=link.name,
+            role=False,
+            snd_settle_mode=1,
+            rcv_settle_mode=0,
+            source=attach.source,
+            target=attach.target,
+            initial_delivery_count=0,
+            properties=properties,
+        )
+
+    def _vote(self, peer: Peer, question: str, node_id: str, asked: Mapping[object, object]) -> bool:
+        try:
+            kind = Question(question)
+        except ValueError:
+            log.warning("%s: a vote from %s on an unknown question %r: no", self.name, peer.name, question)
+            return False
+        connector = str(asked.get(ASKER_CONNECTOR) or "")
+        topology = self.topology()
+        vote = answer(kind, node_id, connector, topology)
+        seen = topology.get(node_id)
+        log.info(
+            "AMQ951101: %s votes %s to %s on %s %s (it sees that node id %s)",
+            self.name,
+            "yes" if vote else "no",
+            peer.name,
+            kind.value,
+            node_id + (f" at {connector}" if kind == Question.STAY_ACTIVE else ""),
+            f"active at {seen}" if seen is not None else "active nowhere",
+        )
+        self.on_vote(kind, vote)
+        return vote
