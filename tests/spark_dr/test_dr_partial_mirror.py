@@ -320,10 +320,13 @@ def test_a_mirror_added_later_with_acks_and_queue_creation_not_mirrored(
     ``queue-creation="false"``: its messages from before the mirror, and those on a queue it created
     since (never created on DC2), are DC1's only though DC2's dedup mark is past their ids (ids of one
     origin rise across everything it did): not mirrored, not settled on DC2. A consumption on DC1 stays
-    there (its ack is not mirrored): settled on DC1 only, the message still live on DC2."""
+    there (its ack is not mirrored): settled on DC1 only, the message still live on DC2. DC2's mirror
+    target holds the messages for the queue it does not have, then puts them on its dead-letter address
+    (``mirrorHoldTimeout``): there they are DC2's only."""
     need_spark()
     p1, p2 = free_port(), free_port()
-    dc2 = BrokerProcess(tmp_path / "dc2", name="dc2", port=p2, xml_kwargs={"addresses": ADDRESSES}).start()
+    held = {"addresses": ADDRESSES, "acceptor_params": "mirrorHoldTimeout=1000"}
+    dc2 = BrokerProcess(tmp_path / "dc2", name="dc2", port=p2, xml_kwargs=held).start()
     dc1 = BrokerProcess(tmp_path / "dc1", name="dc1", port=p1, xml_kwargs={"addresses": ADDRESSES}).start()
     try:
         t = Truth()
@@ -339,7 +342,8 @@ def test_a_mirror_added_later_with_acks_and_queue_creation_not_mirrored(
             conn.create_sender("auto", options=Capabilities("queue")).close()
         auto = t.send(dc1, "DC1", "auto", 2, "after")
         (consumed,) = take(dc1, "orders", 1)
-        wait_until(lambda: drained(dc1) and depth(dc2, "orders") == 4, 20, "the mirror to catch up")
+        wait_until(lambda: drained(dc1) and depth(dc2, "orders") == 4, 30, "the mirror to catch up")
+        assert depth(dc2, "DLA") == len(auto)  # held, then kept on DC2's dead-letter address
         assert depth(dc2, "short") == 0 and depth(dc2, "auto") == -1  # nothing of them reached DC2
 
         code, result = reconcile(tmp_path, dc1, dc2, "later", spark)
@@ -348,6 +352,7 @@ def test_a_mirror_added_later_with_acks_and_queue_creation_not_mirrored(
             ("not_mirrored", "DC1"): 3 + 2,
             ("acked_one_side", "DC1"): 1,
             ("in_sync", None): 3,
+            ("one_side_only", "DC2"): 2,  # on DC2's dead-letter address only
         }
         plan = json.loads((tmp_path / "report-later" / "repair-plan.json").read_text())
         tag_of = {e["identity"]: e["queue"] for e in plan["not_mirrored"]}
