@@ -17,8 +17,11 @@ from typing import Any, Protocol
 
 from broker_core.acceptor import Listener
 from broker_core.amqp.connection import Connection
-from broker_core.config.model import AmqpConnection, BrokerConfig, HaRole
+from broker_core.config.model import AmqpConnection, BrokerConfig, HaKind, HaRole
 from broker_core.errors import NotAllowed
+from broker_core.ha.cluster_service import CLUSTER_ADDRESS, ClusterService, own_connector
+from broker_core.ha.quorum import Question
+from broker_core.ha.scale_down import SCALE_DOWN_ADDRESS, ScaleDownService
 from broker_core.inbound_attach import Termini
 from broker_core.inbound_links import LinkConsumer
 from broker_core.management import BROKER, Management, ManagementService
@@ -142,7 +145,7 @@ class Broker:
         op(BROKER, "forceFailover", force_failover)
 
     def _register_services(self) -> None:
-        server = self.server
+        server, config = self.server, self.config
         assert self.mirror_target is not None
 
         def authorize(user: str | None) -> None:
@@ -162,6 +165,16 @@ class Broker:
         def send_reply(address: str, payload: bytes) -> None:
             server.router.route(address, payload, MessageView(payload))
 
+        # who this server is, to a member scaling down (a replicated server's coordinator answers, with
+        # its votes, once it is active)
+        policy = config.ha_policy
+        if policy.kind != HaKind.REPLICATION:
+            group = policy.scale_down.group_name if policy.scale_down is not None else None
+            service = ClusterService(
+                config.name, server.node_id, own_connector(config), group, lambda: {}, _no_vote, voter=False
+            )
+            self.services.register_sender(CLUSTER_ADDRESS, service)
+        self.services.register(SCALE_DOWN_ADDRESS, ScaleDownService(server))
         management = ManagementService(self.management, authorize, authorize_reply, send_reply)
         self.services.register(server.config.management_address, management)
         self.mirror_links = MirrorLinks(server, self.mirror_target, clock=self.loop.time)
@@ -234,6 +247,10 @@ class Broker:
             self.listener.stop_accepting()
             await self.listener.close_connections()
         self.server.stop()
+
+
+def _no_vote(question: Question, vote: bool) -> None:
+    pass
 
 
 def _mirror_sources(server: Server, connection: AmqpConnection) -> list[LinkPolicy]:

@@ -71,7 +71,7 @@ class Site:
     def contents(self) -> list[bytes]:
         """The orders waiting here, as stored (the message bytes a mirror must carry unchanged)."""
         payloads: list[bytes] = self.call(
-            lambda: [r.message.payload for r in self.broker.server.queues["orders"].messages]
+            lambda: [r.message.payload for r in self.broker.server.queues["orders"].refs()]
         )
         return sorted(payloads)
 

@@ -27,6 +27,7 @@ from broker_core.passive import PassiveListener
 
 from .broker import Broker
 from .network_check import NetworkCheck, NetworkGuard, targets_of
+from .scale_down import ScaleDownRun
 
 log = logging.getLogger("broker.ha")
 
@@ -203,6 +204,11 @@ class HaController:
         self.prepare = prepare  # what the runtime does to every broker it makes (its fatal handler)
         self.policy = config.ha_policy
         self.role = self.policy.role
+        scale_down = self.policy.scale_down
+        # a backup with <scale-down> never serves: it moves its primary's messages away instead
+        self.scale_down = scale_down if scale_down is not None and scale_down.enabled else None
+        if self.role != HaRole.BACKUP:
+            self.scale_down = None
         self.state = State.STARTING
         # the network isolation check: an active server stops serving while isolated, a passive one never
         # activates then (broker_core/ha/isolation.py)
@@ -269,7 +275,13 @@ class HaController:
     async def on(self, event: Event) -> None:
         # a replicated server's clean stop always hands over to its synchronized replica (not configurable)
         failover = self.policy.failover_on_shutdown or self.policy.kind == HaKind.REPLICATION
-        step = next_step(self.role, self.state, event, failover_on_shutdown=failover)
+        step = next_step(
+            self.role,
+            self.state,
+            event,
+            failover_on_shutdown=failover,
+            scale_down=self.scale_down is not None,
+        )
         if step.action == Action.NONE and step.state == self.state:
             return
         level = logging.INFO if step.state != self.state else logging.DEBUG  # a retry is not news
@@ -317,6 +329,8 @@ class HaController:
             self._every(lambda: self.coordinator.poll_every, self._poll)
         elif action == Action.ACTIVATE:
             await self._activate()
+        elif action == Action.SCALE_DOWN:
+            await self._scale_down()
         elif action == Action.ANNOUNCE_ACTIVE:
             self.coordinator.activated(self.broker)
             if say:  # said once it is so where the pair looks (L written: a fence from now on is seen)
@@ -384,6 +398,28 @@ class HaController:
             await self.on(Event.FAILED)
             return
         await self.on(Event.ACTIVATED)
+
+    async def _scale_down(self) -> None:
+        """A backup with `<scale-down>` whose primary is gone: its journal loaded (no acceptor: no client
+        comes here), every message moved to an active member of its group, then it stops. What could
+        not be moved stays in the journal, and the exit code says so."""
+        self._cancel()
+        await self._close_passive()
+        assert self.scale_down is not None
+        name = self.config.name
+        try:
+            await self.coordinator.activating()
+            self.broker.assemble()
+        except Exception as exc:  # the journal: say so and stop
+            log.error("AMQ222010: %s could not load its journal to scale down: %s", name, exc)
+            await self.on(Event.FAILED)
+            return
+        log.info("AMQ951164: backup %s scales down instead of activating: its primary is gone", name)
+        moved = await ScaleDownRun(self.broker, self.scale_down).run()
+        await self.broker.stop()
+        if not moved:
+            self.on_exit(1, f"{name}: its scale-down did not complete; what is left is in its journal")
+        await self.on(Event.SCALED_DOWN)
 
     async def _halt(self) -> None:
         """The lock is not ours: stop serving now, before anything else is written (the journal may be

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from broker_core.amqp.performatives import Attach, Source, Target
-from broker_core.config.model import AmqpConnection, BrokerConfig, Connector, Endpoint
+from broker_core.config.model import AmqpConnection, Connector, Endpoint
 from broker_core.config.uri import parse_acceptor_uri
 from broker_core.ha.cluster_service import (
     ASKED_NODE,
@@ -32,6 +32,7 @@ from broker_core.ha.cluster_service import (
     NODE_ID,
     QUESTION,
     VOTE,
+    own_connector,
 )
 from broker_core.ha.quorum import Outcome, Question, Tally, quorum_size, votes_needed
 from connections.outbound import OutboundConnection
@@ -45,18 +46,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("broker.ha")
 
 TICK = 0.1  # seconds between looks at the member connections' keep-alives and silence
-
-
-def own_connector(config: BrokerConfig) -> str:
-    """host:port of this server as the others reach it: its cluster connection's connector-ref, else its
-    first acceptor."""
-    cluster = config.cluster_connection()
-    ref = cluster.connector_ref if cluster is not None else None
-    for connector in config.connectors:
-        if connector.name == ref:
-            return f"{connector.host}:{connector.port}"
-    acceptor = config.acceptors[0] if config.acceptors else None
-    return f"{acceptor.host}:{acceptor.port}" if acceptor is not None else config.name
 
 
 class Member:

@@ -1,7 +1,9 @@
 """Run brokers on one event loop: start, serve, and stop gracefully on SIGTERM/SIGINT.
 
 Graceful stop: stop accepting, close every connection with `amqp:connection:forced`, hand the last
-journal batch over and wait until it is on disk, exit 0.
+journal batch over and wait until it is on disk, exit 0. A server with `<scale-down>` first moves its
+messages to another server and redirects its clients there (scale_down.py); if that does not complete,
+what is left stays in its journal and the exit code is 1.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from .network_check import NetworkCheck, NetworkGuard, targets_of
 from .ops import status, users
 from .ops.node import Node
 from .ops.service import Operations
+from .scale_down import ScaleDownRun, scales_down
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +115,11 @@ def run(configs: list[BrokerConfig]) -> int:
             except JournalError as exc:
                 failed.append(f"{controller.config.name}: could not write its last journal batch: {exc}")
         for b in brokers:
+            scale_down = scales_down(b)
+            if scale_down is not None and b.server.started and not await ScaleDownRun(b, scale_down).run():
+                failed.append(
+                    f"{b.config.name}: its scale-down did not complete; what is left is in its journal"
+                )
             try:
                 await b.stop()
             except JournalError as exc:  # the fatal path says what happened, in one line, no traceback

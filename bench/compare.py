@@ -37,6 +37,8 @@ from tests.peers.ports import free_port
 SYSTEMS = ("ours", "artemis", "rabbitmq", "protonc")
 PEERS = ("artemis", "rabbitmq", "protonc")
 METERED = "ours-metrics"  # ours with its Prometheus endpoint on, scraped every second (not a default)
+PRIORITISED = "ours-priorities"  # ours, the messages' header priorities cycling 0-9 (not a default)
+VARIANTS = (METERED, PRIORITISED)  # of ours: the table gives each one's ratio to ours
 SCRAPE_EVERY = 1.0
 
 
@@ -84,7 +86,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--systems",
         default=",".join(SYSTEMS),
-        help=f"comma-separated subset of {SYSTEMS}, or {METERED}: ours with metrics on, scraped every second",
+        help=f"comma-separated subset of {SYSTEMS}, or {METERED}: ours with metrics on, scraped every "
+        f"second, or {PRIORITISED}: ours with header priorities cycling 0-9 (rhea only)",
     )
     parser.add_argument("--json", type=Path, help="also write every sample to this file")
     parser.add_argument(
@@ -142,14 +145,15 @@ def scraping(port: int | None) -> Iterator[None]:
 def _throughput(endpoint: Endpoint, args: argparse.Namespace, count: int) -> ThroughputResult:
     if args.generator == "protonc":
         return protonc_throughput(endpoint, count)
-    return rhea_throughput(endpoint, count, args.size, args.durable)
+    return rhea_throughput(endpoint, count, args.size, args.durable, priorities=args.priorities)
 
 
 def measure(system: str, round_no: int, args: argparse.Namespace) -> Sample:
     """Start ``system``, warm it up, measure one throughput (and latency) phase, stop it."""
     metrics_port = free_port() if system == METERED else None
     installed = dict(i.split("=", 1) for i in args.installed)
-    ours = system in ("ours", METERED) or system in installed
+    ours = system in ("ours", *VARIANTS) or system in installed
+    args = argparse.Namespace(**{**vars(args), "priorities": system == PRIORITISED})
     venv = Path(installed[system]) if system in installed else None
     target, command = (
         ("url:amqp://127.0.0.1:{port}", ours_command(metrics_port, venv)) if ours else (system, None)
@@ -166,7 +170,9 @@ def measure(system: str, round_no: int, args: argparse.Namespace) -> Sample:
             result.client_cpu_s / result.messages * 1e6,
         )
         if args.rate and args.generator == "rhea":
-            latency = rhea_latency(endpoint, args.latency_count, args.size, args.durable, args.rate)
+            latency = rhea_latency(
+                endpoint, args.latency_count, args.size, args.durable, args.rate, args.priorities
+            )
             sample.p50_ms, sample.p99_ms = latency.p50_ms, latency.p99_ms
     return sample
 
@@ -217,8 +223,8 @@ def paired_ratios(samples: list[Sample], metric: Metric, peer: str, base: str = 
 def table(samples: list[Sample], systems: list[str]) -> str:
     """A Markdown table: per-system median (range), then the paired ratios ours/peer."""
     peers = [p for p in PEERS if p in systems and "ours" in systems]
-    metered = METERED in systems and "ours" in systems
-    header = ["metric", *systems, *(f"ours/{p}" for p in peers), *([f"{METERED}/ours"] if metered else [])]
+    variants = [v for v in VARIANTS if v in systems and "ours" in systems]
+    header = ["metric", *systems, *(f"ours/{p}" for p in peers), *(f"{v}/ours" for v in variants)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for metric in METRICS:
         cells = [metric.label]
@@ -226,8 +232,7 @@ def table(samples: list[Sample], systems: list[str]) -> str:
             values = [v for s in samples if s.system == system and (v := metric.get(s)) is not None]
             cells.append(spread(values, metric.fmt))
         cells += [spread(paired_ratios(samples, metric, p), ".2f") for p in peers]
-        if metered:
-            cells.append(spread(paired_ratios(samples, metric, "ours", base=METERED), ".3f"))
+        cells += [spread(paired_ratios(samples, metric, "ours", base=v), ".3f") for v in variants]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -238,9 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     if any("=" not in i for i in args.installed):
         raise SystemExit("--installed needs NAME=VENV")
     systems += [i.split("=", 1)[0] for i in args.installed]
-    unknown = set(systems) - {*SYSTEMS, METERED, *(i.split("=", 1)[0] for i in args.installed)}
+    unknown = set(systems) - {*SYSTEMS, *VARIANTS, *(i.split("=", 1)[0] for i in args.installed)}
     if unknown:
-        raise SystemExit(f"unknown systems {sorted(unknown)}; choose from {(*SYSTEMS, METERED)}")
+        raise SystemExit(f"unknown systems {sorted(unknown)}; choose from {(*SYSTEMS, *VARIANTS)}")
     print(f"ours: {compiled.status()}", flush=True)  # a stale build means plain Python is measured
     samples = run_rounds(args, systems)
     mode = "durable" if args.durable else "non-durable"

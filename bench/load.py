@@ -68,7 +68,13 @@ def _check(run: RheaRun, expected_key: str, expected: int) -> dict[str, object]:
 
 
 def rhea_throughput(
-    endpoint: Endpoint, count: int, size: int, durable: bool, senders: int = 1, receivers: int = 1
+    endpoint: Endpoint,
+    count: int,
+    size: int,
+    durable: bool,
+    senders: int = 1,
+    receivers: int = 1,
+    priorities: bool = False,
 ) -> ThroughputResult:
     rhea = Rhea()
     address = endpoint.make_address(durable)
@@ -81,7 +87,9 @@ def rhea_throughput(
             run.wait_ready()
         cpu0, client0, start = _broker_cpu(endpoint), _children_cpu(), time.time()
         send_runs = [
-            rhea.start_send(endpoint.url, address, n, size=size, durable=durable, timeout=600)
+            rhea.start_send(
+                endpoint.url, address, n, size=size, durable=durable, timeout=600, priorities=priorities
+            )
             for n in _split(count, senders)
         ]
         for run, n in zip(send_runs, _split(count, senders), strict=True):
@@ -95,7 +103,9 @@ def rhea_throughput(
     return ThroughputResult(count, end - start, broker_cpu, _children_cpu() - client0)
 
 
-def rhea_latency(endpoint: Endpoint, count: int, size: int, durable: bool, rate: float) -> LatencyResult:
+def rhea_latency(
+    endpoint: Endpoint, count: int, size: int, durable: bool, rate: float, priorities: bool = False
+) -> LatencyResult:
     rhea = Rhea()
     address = endpoint.make_address(durable)
     with tempfile.TemporaryDirectory(prefix="bench-ready-") as ready_dir:
@@ -104,7 +114,9 @@ def rhea_latency(endpoint: Endpoint, count: int, size: int, durable: bool, rate:
         )
         receiver.wait_ready()
         _check(
-            rhea.start_send(endpoint.url, address, count, size=size, durable=durable, rate=rate),
+            rhea.start_send(
+                endpoint.url, address, count, size=size, durable=durable, rate=rate, priorities=priorities
+            ),
             "accepted",
             count,
         )

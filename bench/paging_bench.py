@@ -225,7 +225,7 @@ def overhead() -> None:
         net.pump()
         after = tracemalloc.get_traced_memory()[0]
         tracemalloc.stop()
-        payload = len(net.server("b").queues["orders"].messages[0].message.payload)
+        payload = len(net.server("b").queues["orders"].refs()[0].message.payload)
     per = (after - before) / n
     print(f"{per:.0f} bytes per durable message in memory, {payload} of them its encoded body:")
     print(f"overhead {per - payload:.0f} bytes (usage.py MESSAGE_OVERHEAD)")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .amqp import errors
+from .amqp.codec import Symbol
 from .endpoint import BrokerEndpoint
 from .upgrade import Detecting
 
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+REDIRECT = "amqp:connection:redirect"
 HIGH_WATER = 4 * 1024 * 1024
 TICK = 1.0  # seconds between ticks when no connection needs one sooner
 MIN_TICK = 0.01  # never busier than this, whatever a peer asks for
@@ -147,10 +149,10 @@ class AmqpSocket(asyncio.Protocol):
             self.turn.mark_dirty(self)
         return deadline
 
-    def close(self, condition: str, description: str) -> None:
+    def close(self, condition: str, description: str, info: dict[Any, Any] | None = None) -> None:
         ep = self.endpoint
         if ep is not None:
-            ep.conn.close(condition, description)
+            ep.conn.close(condition, description, info)
             self.turn.mark_dirty(self)
 
 
@@ -251,13 +253,20 @@ class Listener:
         for srv in self.servers:
             srv.close()
 
-    def close_clients(self, keep: Container[object]) -> None:
+    def close_clients(self, keep: Container[object], redirect: tuple[str, int] | None = None) -> None:
         """Close every connection but those whose engine is in `keep` (a replica's stream, while the
-        server hands over to it before it stops)."""
+        server hands over to it before it stops); with `redirect`, as `amqp:connection:redirect` to that
+        host and port (a scale-down's target: the clients go on there)."""
         for s in list(self.sockets):
             endpoint = s.endpoint
-            if endpoint is None or endpoint.conn not in keep:
+            if endpoint is not None and endpoint.conn in keep:
+                continue
+            if redirect is None:
                 s.close(errors.CONNECTION_FORCED, "broker shutting down")
+            else:
+                host, port = redirect
+                info = {Symbol("network-host"): host, Symbol("port"): port, Symbol("scheme"): "amqp"}
+                s.close(REDIRECT, f"broker scaled down; connect to {host}:{port}", info)
         self.turn.flush()
 
     async def close_connections(self) -> None:

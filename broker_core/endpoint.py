@@ -8,6 +8,10 @@ target) is answered and fed by that service instead.
 
 Dispositions we owe producers are collected per session and sent as ranges once per loop turn, so a
 burst of transfers costs one disposition frame, not one each.
+
+A link to the `amqp:coordinator` target controls local transactions (transactions.py): a transfer or
+a disposition carrying a `TransactionalState` works in the transaction it names, and a discharge
+commits (Accepted once the commit is confirmed) or rolls back.
 """
 
 from __future__ import annotations
@@ -21,9 +25,13 @@ from .amqp.codec import DecodeError, Symbol
 from .amqp.connection import Connection, Link, Session
 from .amqp.performatives import (
     ACCEPTED_BYTES,
+    Accepted,
     Attach,
     Begin,
     Close,
+    Coordinator,
+    Declare,
+    Declared,
     Detach,
     End,
     Error,
@@ -31,16 +39,19 @@ from .amqp.performatives import (
     Rejected,
     Source,
     Target,
+    TransactionalState,
 )
 from .duplicates import duplicate_id
-from .errors import BrokerError, InvalidField, NotFound, ResourceLimitExceeded, Unauthorized
+from .errors import BrokerError, InvalidField, NotAllowed, NotFound, ResourceLimitExceeded, Unauthorized
 from .inbound_attach import Subscription, Termini
-from .inbound_links import LinkConsumer, Producer
+from .inbound_links import Controller, LinkConsumer, Producer
 from .inbound_sasl import ServerSasl, mechanisms
 from .message import MessageView
+from .message_fields import matcher
 from .queues import MessageRef, StoredMessage
 from .services import Answer, OutgoingLink, ServiceLink
 from .spool import Judge, SpooledDelivery
+from .transactions import CAPABILITIES, TXN_ID, Transaction, Transactions, UnknownTransaction, control
 from .usage import MESSAGE_OVERHEAD, Usage
 
 if TYPE_CHECKING:
@@ -102,8 +113,12 @@ class BrokerEndpoint:
         self.sasl = ServerSasl(server, name, acceptor.name)
         self.consumers: dict[int, LinkConsumer] = {}  # by id(link)
         self.pending_accepts: dict[Session, list[int]] = {}
+        # transactional sends to settle with their transaction's Accepted, by session and encoded state
+        self.pending_enlisted: dict[tuple[Session, bytes], list[int]] = {}
+        self.transactions = Transactions(server)
         self.blocked: set[int] = set()  # id() of producer links waiting for room before more credit
         self.closed = False
+        self.closed_by_peer = False  # the client closed the connection (an orderly close, not a failure)
 
     # ----------------------------------------------------------------------------------- plumbing
 
@@ -127,21 +142,28 @@ class BrokerEndpoint:
 
     def before_flush(self) -> None:
         """Turn the accepts collected this loop turn into ranged dispositions."""
+        if self.pending_enlisted:
+            enlisted, self.pending_enlisted = self.pending_enlisted, {}
+            for (session, state), ids in enlisted.items():
+                self._settle_ranges(session, ids, state)
         if not self.pending_accepts:
             return
         pending, self.pending_accepts = self.pending_accepts, {}
         for session, ids in pending.items():
-            if session.ended_locally:
+            self._settle_ranges(session, ids, ACCEPTED_BYTES)
+
+    def _settle_ranges(self, session: Session, ids: list[int], state: bytes) -> None:
+        if session.ended_locally:
+            return
+        ids.sort()
+        first = last = ids[0]
+        for i in ids[1:]:
+            if i == last + 1:
+                last = i
                 continue
-            ids.sort()
-            first = last = ids[0]
-            for i in ids[1:]:
-                if i == last + 1:
-                    last = i
-                    continue
-                self.conn.settle_incoming(session, first, last, ACCEPTED_BYTES)
-                first = last = i
-            self.conn.settle_incoming(session, first, last, ACCEPTED_BYTES)
+            self.conn.settle_incoming(session, first, last, state)
+            first = last = i
+        self.conn.settle_incoming(session, first, last, state)
 
     def accept_later(self, session: Session, delivery_id: int) -> None:
         session.incoming_unsettled.pop(delivery_id, None)
@@ -192,8 +214,11 @@ class BrokerEndpoint:
             if link.reply_deferred and not link.closed_locally:
                 self.conn.detach(link, closed=False)  # the deferred answer goes before our End
         self.pending_accepts.pop(session, None)
+        for key in [k for k in self.pending_enlisted if k[0] is session]:
+            del self.pending_enlisted[key]
 
     def on_close(self, conn: Connection, close: Close) -> None:
+        self.closed_by_peer = True
         self.connection_lost()
 
     # -------------------------------------------------------------------------------------- attach
@@ -236,6 +261,9 @@ class BrokerEndpoint:
 
     def _attach_producer(self, link: Link, attach: Attach) -> None:
         target = attach.target
+        if isinstance(target, Coordinator):
+            self._attach_controller(link, attach)
+            return
         address = target.address if isinstance(target, Target) else None
         service = self.services.at(address) if address else None
         if address and service is not None:
@@ -248,6 +276,19 @@ class BrokerEndpoint:
         link.context = Producer(address, routing_type, a.amqp_credits, a.amqp_low_credits, queue)
         self._answer_producer(link, attach, Answer(None, None, 0))
         self._replenish(link, a.amqp_credits, a.amqp_low_credits, address)
+
+    def _attach_controller(self, link: Link, attach: Attach) -> None:
+        """A transaction controller: the coordinator answers with what it offers (local transactions)."""
+        a = self.acceptor
+        link.context = Controller(a.amqp_credits, a.amqp_low_credits)
+        reply = Attach(
+            name=link.name,
+            snd_settle_mode=attach.snd_settle_mode,
+            rcv_settle_mode=0,
+            source=attach.source,
+            target=Coordinator(capabilities=list(CAPABILITIES)),
+        )
+        self._answer_producer(link, attach, Answer(reply, None, a.amqp_credits))
 
     def _answer_producer(self, link: Link, attach: Attach, answer: Answer) -> None:
         reply = answer.reply
@@ -274,11 +315,14 @@ class BrokerEndpoint:
             self.conn.attach(link.session, service.attach_sender(self, link, attach, source_address), link)
             self.mark_dirty()
             return
-        queue, subscription, source = self.termini.consumer(
-            self.user, link.name, self.conn.container_id_remote(), attach.source
+        chosen = self.termini.consumer(
+            self.user, link.name, self.conn.container_id_remote(), attach.source, attach.desired_capabilities
         )
+        queue, source = chosen.queue, chosen.source
         presettled = attach.snd_settle_mode == 1
-        consumer = LinkConsumer(self, self.outcomes, link, queue, presettled, subscription)
+        consumer = LinkConsumer(
+            self, self.outcomes, link, queue, presettled, chosen.subscription, chosen.browse
+        )
         link.context = consumer
         reply = Attach(
             name=link.name,
@@ -290,7 +334,7 @@ class BrokerEndpoint:
         )
         self.conn.attach(link.session, reply, link)
         self.consumers[id(link)] = consumer
-        queue.add_consumer(consumer)
+        queue.add_consumer(consumer, matcher(chosen.selector), chosen.browse)
         self.mark_dirty()
 
     # ---------------------------------------------------------------------------------- transfer
@@ -302,6 +346,16 @@ class BrokerEndpoint:
         if not isinstance(producer, Producer):
             if isinstance(producer, ServiceLink):
                 self._service_delivery(link, producer, delivery_id, settled, payload)
+            elif isinstance(producer, Controller):
+                self._control(link, producer, delivery_id, settled, payload)
+            return
+        state = link.delivery_state
+        if state is not None and isinstance(state, TransactionalState):
+            try:
+                self._transactional_send(link, producer, delivery_id, settled, payload, state)
+            finally:
+                if link.credit <= producer.credit_low and not link.closed_locally:
+                    self._replenish(link, producer.credit_window, producer.credit_low, producer.address)
             return
         session = link.session
         srv = self.server
@@ -322,7 +376,7 @@ class BrokerEndpoint:
                 self._duplicate(address, dup, session, delivery_id, settled)
                 return
             if producer.queue is None:
-                msg = srv.router.route(address, payload, view)
+                msg = srv.router.route(address, payload, view, connection_id=self.conn.container_id_remote())
             else:
                 msg = self._route_to_queue(address, producer.queue, payload, view)
             if dup is not None and msg is not None:
@@ -348,6 +402,136 @@ class BrokerEndpoint:
             )
         else:
             self.accept_later(session, delivery_id)
+
+    # ------------------------------------------------------------------------------- transactions
+
+    def _control(
+        self, link: Link, controller: Controller, delivery_id: int, settled: bool, payload: bytes
+    ) -> None:
+        """A declare or a discharge on a coordinator link."""
+        session = link.session
+        try:
+            request = control(payload)
+            if isinstance(request, Declare):
+                tx = self.transactions.declare(link, request)
+                if not settled:
+                    self._settle(session, delivery_id, Declared(tx.txn_id).encode_amqp())
+                return
+            tx = self.transactions.discharge(request)
+        except (DecodeError, IndexError, ValueError, TypeError) as exc:
+            self.reject(
+                session, delivery_id, settled, BrokerError(errors.DECODE_ERROR, f"malformed control: {exc}")
+            )
+            return
+        except BrokerError as exc:
+            self.reject(session, delivery_id, settled, exc)
+            return
+        finally:
+            if link.credit <= controller.credit_low and not link.closed_locally:
+                self.conn.flow(link, credit=controller.credit_window)
+                self.mark_dirty()
+
+        def discharged() -> None:
+            # Accepted once what the discharge wrote is durable (and replicated, past sync mirrors); the
+            # consumers' deliveries it settled are settled with it, as Artemis settles them at commit.
+            if self.closed:
+                return
+            for o in tx.unsettled():
+                o_session = o.link.session
+                if not request.fail and not o_session.ended_locally:
+                    self.conn.update_outgoing(o_session, o.delivery_id, o.delivery_id, True, None)
+            if not settled:
+                self._settle(session, delivery_id, ACCEPTED_BYTES)
+
+        self.server.persistence.confirm(discharged)
+
+    def _settle(self, session: Session, delivery_id: int, state: bytes) -> None:
+        if self.closed or session.ended_locally:
+            return
+        session.incoming_unsettled.pop(delivery_id, None)
+        self.conn.settle_incoming(session, delivery_id, delivery_id, state)
+        self.mark_dirty()
+
+    def _transactional_send(
+        self,
+        link: Link,
+        producer: Producer,
+        delivery_id: int,
+        settled: bool,
+        payload: bytes,
+        state: TransactionalState,
+    ) -> None:
+        """A send in a transaction: checked now, kept by the transaction until the discharge, settled at
+        once with the transaction's Accepted. A send refused here is Rejected and dooms the transaction."""
+        session = link.session
+        srv = self.server
+        tx: Transaction | None = None
+        try:
+            tx = self.transactions.find(state.txn_id)
+            if srv.persistence.full:
+                raise ResourceLimitExceeded("the broker's disk is full: the message cannot be stored")
+            view = MessageView(payload)
+            view.all_sections()
+            address = producer.address
+            if address is None:
+                address = self._relay_address(producer, view)
+                if self.services.at_exact(address) is not None:
+                    raise NotAllowed(f"address {address} takes no transactional message")
+            addr = srv.addresses.get(address)
+            if addr is not None and addr.usage.refuses(len(payload) + MESSAGE_OVERHEAD):
+                addr.usage.refused += 1
+                raise ResourceLimitExceeded(f"address {address} is full")
+            dup = duplicate_id(view) if self.acceptor.amqp_duplicate_detection else None
+            self.transactions.add_send(
+                tx, address, producer.queue, payload, dup, self.conn.container_id_remote()
+            )
+        except (DecodeError, IndexError, ValueError) as exc:
+            error = BrokerError(errors.DECODE_ERROR, f"malformed message: {exc}")
+            if tx is not None:
+                tx.fail(f"a send was refused: {error.description}")
+            self.reject(session, delivery_id, settled, error)
+            return
+        except BrokerError as exc:
+            if tx is not None and not isinstance(exc, UnknownTransaction):
+                tx.fail(f"a send was refused: {exc.description}")
+            self.reject(session, delivery_id, settled, exc)
+            return
+        if not settled:
+            session.incoming_unsettled.pop(delivery_id, None)
+            key = (session, _enlisted_state(tx))
+            ids = self.pending_enlisted.get(key)
+            if ids is None:
+                self.pending_enlisted[key] = [delivery_id]
+                self.mark_dirty()
+            else:
+                ids.append(delivery_id)
+
+    def _enlist(
+        self,
+        session: Session,
+        delivery_id: int,
+        link: Link,
+        ref: MessageRef,
+        state: TransactionalState,
+        settled: bool,
+    ) -> None:
+        """A consumer's transactional outcome: the message stays acquired until the discharge. An unknown
+        transaction detaches the consumer (what it holds goes back)."""
+        try:
+            tx = self.transactions.find(state.txn_id)
+        except UnknownTransaction as exc:
+            consumer = link.context
+            if isinstance(consumer, LinkConsumer) and not consumer.closed:
+                log.info("%s: consumer %r detached: %s", self.name, link.name, exc.description)
+                consumer.kick(exc.condition, exc.description)
+            return
+        if state.outcome is None:
+            return  # enlisted without an outcome yet: the delivery is still the consumer's
+        del session.outgoing_unsettled[delivery_id]
+        self.transactions.add_outcome(tx, ref, state.outcome, link, delivery_id, settled)
+        if not settled:  # said back, unsettled: settled when the commit is confirmed (as Artemis does)
+            self.conn.update_outgoing(session, delivery_id, delivery_id, False, state.encode_amqp())
+            self.mark_dirty()
 
     def _duplicate(self, address: str, dup: bytes, session: Session, delivery_id: int, settled: bool) -> None:
         """A retried send (its `_AMQ_DUPL_ID` was routed before): done already. Accepted once what is
@@ -471,7 +655,8 @@ class BrokerEndpoint:
     def _route_to_queue(self, address: str, queue: str, payload: bytes, view: MessageView) -> StoredMessage:
         """A fully qualified target's message, to its one queue; refused when that queue is gone (a
         message that reached no queue must not be reported as delivered)."""
-        msg = self.server.router.route(address, payload, view, only_queues=[queue])
+        sender = self.conn.container_id_remote()
+        msg = self.server.router.route(address, payload, view, only_queues=[queue], connection_id=sender)
         if msg is None:
             raise NotFound(f"queue {queue} on address {address} no longer exists")
         return msg
@@ -512,8 +697,18 @@ class BrokerEndpoint:
     def on_flow(self, link: Link) -> None:
         consumer = link.context
         if isinstance(consumer, LinkConsumer):
-            q = consumer.queue
-            q.dispatch(self.outcomes.is_expired)
+            props = link.flow_properties
+            txn_id = props.get(TXN_ID) if props else None
+            if txn_id is None:
+                consumer.txn = None
+            else:  # a transactional acquisition (part 4.4.3): what the link gets now is the transaction's
+                try:
+                    consumer.txn = self.transactions.find(txn_id)
+                except UnknownTransaction as exc:
+                    log.info("%s: consumer %r detached: %s", self.name, link.name, exc.description)
+                    consumer.kick(exc.condition, exc.description)
+                    return
+            consumer.feed(self.outcomes.is_expired)  # a browser reads on, a consumer has the queue dispatch
             if link.drain and link.credit > 0:
                 self.conn.drain_complete(link)
                 self.mark_dirty()
@@ -524,13 +719,13 @@ class BrokerEndpoint:
         for link in session.local_links.values():
             c = link.context
             if isinstance(c, LinkConsumer) and c.can_take():
-                c.queue.dispatch(self.outcomes.is_expired)
+                c.feed(self.outcomes.is_expired)
 
     def resume(self) -> None:
         """The socket drained its write buffer: feed consumers again."""
         for c in list(self.consumers.values()):
             if c.can_take():
-                c.queue.dispatch(self.outcomes.is_expired)
+                c.feed(self.outcomes.is_expired)
 
     # ----------------------------------------------------------------------------------- outcomes
 
@@ -556,6 +751,9 @@ class BrokerEndpoint:
                     sender.settled(ref, state)
                 continue
             if state is None and not settled:
+                continue
+            if type(state) is TransactionalState:
+                self._enlist(session, i, entry[0], ref, state, settled)
                 continue
             del unsettled[i]
             outcomes.apply(ref, state)
@@ -588,11 +786,18 @@ class BrokerEndpoint:
 
         self.server.persistence.confirm(reply)
 
-    def consumer_gone(self, link: Link, closed: bool) -> None:
+    def consumer_gone(self, link: Link, closed: bool, failed: bool = False) -> None:
+        """The link stopped consuming: what it held goes back to its queue. Counted as a delivery when
+        the connection `failed` (it may have been processed), not when the client let go of it in an
+        orderly way (a detach, an end, a close): Artemis's rule."""
         consumer = link.context
         if isinstance(consumer, OutgoingLink):
             link.context = None
             consumer.detached()
+            return
+        if isinstance(consumer, Controller):  # its transactions not yet discharged roll back
+            link.context = None
+            self.transactions.controller_gone(link)
             return
         if not isinstance(consumer, LinkConsumer) or consumer.closed:
             return
@@ -608,7 +813,7 @@ class BrokerEndpoint:
         ]
         refs = [r for r in held if isinstance(r, MessageRef) and r.consumer is consumer]
         if refs:
-            self.outcomes.requeue_all(refs)
+            self.outcomes.requeue_all(refs, counted=failed)
         srv, sub = self.server, consumer.subscription
         if (
             not q.consumers
@@ -625,10 +830,17 @@ class BrokerEndpoint:
             return
         self.closed = True
         self.conn.discard_partials()
+        failed = not self.closed_by_peer  # its socket went, or we closed it with an error
         for session in list(self.conn.sessions.values()):
             for link in list(session.local_links.values()):
-                self.consumer_gone(link, closed=False)
+                self.consumer_gone(link, closed=False, failed=failed)
         self.pending_accepts.clear()
+        self.pending_enlisted.clear()
+
+
+def _enlisted_state(tx: Transaction) -> bytes:
+    """The state a transactional send is settled with: Accepted into its transaction."""
+    return TransactionalState(tx.txn_id, Accepted()).encode_amqp()
 
 
 def _ids(first: int, last: int, present: dict[int, Any]) -> list[int]:

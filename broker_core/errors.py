@@ -37,6 +37,10 @@ class PreconditionFailed(_Refusal):
     CONDITION = errors.PRECONDITION_FAILED
 
 
+class IllegalState(_Refusal):
+    CONDITION = errors.ILLEGAL_STATE
+
+
 class NotImplementedHere(_Refusal):
     """Something AMQP allows that this broker does not do (transactions, selectors, ...)."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from .queues import MessageRef, Queue, delivery_payload
@@ -9,6 +10,7 @@ from .queues import MessageRef, Queue, delivery_payload
 if TYPE_CHECKING:
     from .amqp.connection import Connection, Link
     from .outcomes import Outcomes
+    from .transactions import Transaction
 
 
 class Producer:
@@ -25,6 +27,16 @@ class Producer:
         self.checked: set[str] = set()  # addresses this anonymous link may send to
 
 
+class Controller:
+    """A transaction controller's link to the coordinator (its declares and discharges)."""
+
+    __slots__ = ("credit_low", "credit_window")
+
+    def __init__(self, window: int, low: int) -> None:
+        self.credit_window = window
+        self.credit_low = low
+
+
 class ConsumerHost(Protocol):
     """What a consumer needs of its connection's endpoint."""
 
@@ -35,14 +47,26 @@ class ConsumerHost(Protocol):
         """False while the socket's write buffer is above its high-water mark."""
 
     def mark_dirty(self) -> None: ...
-    def consumer_gone(self, link: Link, closed: bool) -> None:
-        """The link stopped consuming: leave the queue, give back what it held."""
+    def consumer_gone(self, link: Link, closed: bool, failed: bool = False) -> None:
+        """The link stopped consuming: leave the queue, give back what it held (counted as a delivery
+        if the connection `failed`)."""
 
 
 class LinkConsumer:
     """A queue consumer backed by a sender link of ours."""
 
-    __slots__ = ("closed", "host", "link", "outcomes", "presettled", "queue", "subscription", "tag")
+    __slots__ = (
+        "browse",
+        "closed",
+        "host",
+        "link",
+        "outcomes",
+        "presettled",
+        "queue",
+        "subscription",
+        "tag",
+        "txn",
+    )
 
     def __init__(
         self,
@@ -52,6 +76,7 @@ class LinkConsumer:
         queue: Queue,
         presettled: bool,
         subscription: str | None,
+        browse: bool = False,
     ) -> None:
         self.host = host
         self.outcomes = outcomes
@@ -59,8 +84,10 @@ class LinkConsumer:
         self.queue = queue
         self.presettled = presettled
         self.subscription = subscription  # "durable", "volatile", "temporary" or None (a plain queue)
+        self.browse = browse  # sent copies: a browser acquires nothing, so its outcomes change nothing
         self.tag = 0
         self.closed = False
+        self.txn: Transaction | None = None  # the receiver acquires in this transaction (its flow said so)
 
     def can_take(self) -> bool:
         link = self.link
@@ -70,6 +97,13 @@ class LinkConsumer:
             and not self.closed
             and self.host.writable
         )
+
+    def feed(self, is_expired: Callable[[MessageRef], bool]) -> None:
+        """The link can take more: a browser reads on, a consumer has the queue dispatch."""
+        if self.browse:
+            self.queue.browse(self)
+        else:
+            self.queue.dispatch(is_expired)
 
     def kick(self, condition: str, description: str) -> None:
         """The queue went away under us: detach the link with the reason."""
@@ -84,6 +118,19 @@ class LinkConsumer:
         self.tag += 1
         tag = self.tag.to_bytes(4, "big")
         conn = host.conn
+        if self.browse:  # a copy: whatever the client says of it is ignored (no reference to settle)
+            conn.send_delivery(self.link, tag, payload, self.presettled)
+            host.mark_dirty()
+            return
+        txn = self.txn
+        if txn is not None:
+            if txn.ended:
+                self.txn = None
+            else:  # transactional acquisition: sent under the transaction, given back if it rolls back
+                did = conn.send_delivery(self.link, tag, payload, self.presettled, ref, 0, txn.enlisted)
+                txn.acquire(ref, self.link, did, self.presettled)
+                host.mark_dirty()
+                return
         if self.presettled:
             conn.send_delivery(self.link, tag, payload, True)
             self.outcomes.acknowledge(ref)

@@ -362,9 +362,11 @@ def build_message(
     message_id: Any = None,
     application_properties: dict[str, Any] | None = None,
     message_annotations: dict[Any, Any] | None = None,
+    priority: int = DEFAULT_PRIORITY,
 ) -> bytes:
     """Encode a message the broker itself produces (management replies, mirror control events)."""
-    out = [Header(durable=durable).encode()] if durable else []
+    plain = not durable and priority == DEFAULT_PRIORITY
+    out = [] if plain else [Header(durable=durable, priority=priority).encode()]
     if message_annotations:
         out.append(b"\x00\x53\x72" + enc_fields(message_annotations))
     if to is not None or correlation_id is not None or message_id is not None:

@@ -133,12 +133,18 @@ class Outcomes:
         q.requeue([ref])
         q.dispatch(self.is_expired)
 
-    def requeue_all(self, refs: list[MessageRef]) -> None:
-        """A consumer went away: everything it held goes back, counted as a failed delivery."""
+    def requeue_all(self, refs: list[MessageRef], persist_counts: bool = False, counted: bool = True) -> None:
+        """A consumer went away: everything it held goes back, `counted` as a failed delivery (the count
+        journalled with `persist_counts`), or not (the consumer let go of it in an orderly way)."""
         by_queue: dict[int, list[MessageRef]] = {}
         for ref in refs:
             ref.queue.take_in_flight(ref)
+            if not counted:
+                by_queue.setdefault(ref.queue.id, []).append(ref)
+                continue
             ref.delivery_count += 1
+            if persist_counts:
+                self.persist_delivery_count(ref)
             limit = self.topology.settings_for(ref.queue.address).max_delivery_attempts
             if limit >= 0 and ref.delivery_count >= limit:
                 self.dead_letter(ref)
@@ -148,6 +154,17 @@ class Outcomes:
             q = qrefs[0].queue
             q.requeue(qrefs)
             q.dispatch(self.is_expired)
+
+    def roll_back(self, refs: list[MessageRef]) -> None:
+        """A transaction that acquired these rolled back: each goes back to the head of its queue, in
+        order, with one delivery more, journalled (so a restart keeps the count), or to its dead-letter
+        address past max-delivery-attempts (Artemis's rollback of an acknowledgement)."""
+        self.requeue_all(refs, persist_counts=True)
+
+    def persist_delivery_count(self, ref: MessageRef) -> None:
+        msg, q = ref.message, ref.queue
+        if msg.durable and q.durable and self.persistence.enabled and not ref.page:
+            self.persistence.persist(records.DeliveryCountUpdated(q.id, msg.id, ref.delivery_count))
 
     def dead_letter(self, ref: MessageRef, cause: Cause | None = None) -> None:
         settings = self.topology.settings_for(ref.queue.address)
@@ -211,11 +228,12 @@ class Outcomes:
         for q in list(self.topology.queues.values()):
             if q.internal:
                 continue  # store-and-forward events never expire (Artemis ARTEMIS-5090)
-            expired = [r for r in q.messages if r.message.expiry_ms and r.message.expiry_ms <= now_ms]
+            waiting = q.refs()
+            expired = [r for r in waiting if r.message.expiry_ms and r.message.expiry_ms <= now_ms]
             if not expired:
                 continue
             gone = {id(r) for r in expired}
-            q.keep_only([r for r in q.messages if id(r) not in gone])
+            q.keep_only([r for r in waiting if id(r) not in gone])
             for ref in expired:  # after the queue is rebuilt: an expiry copy may land on this very queue
                 self.expire(ref)
             n += len(expired)

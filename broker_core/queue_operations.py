@@ -17,9 +17,10 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .errors import NotFound, NotImplementedHere
+from .errors import InvalidField, NotFound
 from .management import json_text
 from .message import MESSAGE_ANNOTATIONS, ORIG_ADDRESS, ORIG_QUEUE, MessageView
+from .message_fields import Fields, selector
 from .message_json import browse_item, list_entry
 from .queues import MessageRef, Queue
 from .server import Server
@@ -35,20 +36,22 @@ def everything(_: MessageRef) -> bool:
     return True
 
 
-def no_filter(filter_string: object) -> Match:
-    """The messages a management filter selects: an empty one (or none) selects every message.
-
-    Message selectors are not implemented yet: a non-empty filter is refused rather than read as
-    "everything", since a purge or a move with a filter it ignored would touch messages nobody chose."""
-    if filter_string is None or (isinstance(filter_string, str) and not filter_string.strip()):
+def message_filter(filter_string: object) -> Match:
+    """The messages a management filter selects (Artemis's filter expressions, with its names for the
+    header fields: AMQPriority, ...; filters/selector.py): an empty one (or none) selects every message;
+    an invalid one is refused, so that a purge or a move never touches messages nobody chose."""
+    if filter_string is None:
         return everything
-    raise NotImplementedHere(
-        f"message filters are not supported yet (filter {filter_string!r}): give an empty filter"
-    )
+    if not isinstance(filter_string, str):
+        raise InvalidField(f"a filter is a string, not {filter_string!r}")
+    chosen = selector(filter_string)
+    if chosen is None:
+        return everything
+    return lambda ref: chosen.matches(Fields(ref.message).get)
 
 
 class QueueOperations:
-    def __init__(self, server: Server, select: Callable[[object], Match] = no_filter) -> None:
+    def __init__(self, server: Server, select: Callable[[object], Match] = message_filter) -> None:
         self.server = server
         self.select = select
         self.requester: Callable[[], str | None] = lambda: None
@@ -74,14 +77,14 @@ class QueueOperations:
         match = self.select(filter_string)
         if match is everything:
             return q.depth
-        return sum(1 for ref in q.messages if match(ref))
+        return sum(1 for ref in q.refs() if match(ref))
 
     def count_by(self, name: str, filter_string: object, group_by: str) -> str:
         """Artemis's countMessages(filter, groupByProperty): JSON text {value: count}."""
         q = self.queue(name)
         match = self.select(filter_string)
         counts: dict[str, int] = {}
-        for ref in q.messages:
+        for ref in q.refs():
             if match(ref):
                 value = MessageView(ref.message.payload).section_map(0x74).get(group_by)
                 key = "null" if value is None else str(value)
@@ -89,7 +92,7 @@ class QueueOperations:
         return json_text(counts)
 
     def _waiting(self, q: Queue, match: Match) -> Iterator[MessageRef]:
-        return (ref for ref in q.messages if match(ref))
+        return (ref for ref in q.refs() if match(ref))
 
     def browse(
         self, name: str, page: int = 1, page_size: int = BROWSE_PAGE, filter_string: object = None
@@ -113,7 +116,7 @@ class QueueOperations:
         while True:
             chosen: list[MessageRef] = []
             kept: list[MessageRef] = []
-            for ref in q.messages:
+            for ref in q.refs():
                 if (limit < 0 or taken + len(chosen) < limit) and match(ref):
                     chosen.append(ref)
                 else:

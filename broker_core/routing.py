@@ -74,8 +74,18 @@ class Router:
         only_queues: list[str] | None = None,
         no_expiry: bool = False,
         cause: Cause | None = None,
+        connection_id: str | None = None,
+        delivery_count: int = 0,
+        visible_when_durable: bool = False,
     ) -> StoredMessage | None:
         """Route one message to the queues bound at `address`; return it (None if nothing took it).
+        `visible_when_durable`: its queues get it only once its journal batch is on disk (a committed
+        transaction's messages: no consumer sees what a crash could take back).
+
+        A queue with a filter takes only what its filter matches, unless `only_queues` names it (the
+        sender chose the queue). `connection_id`: the sending connection's container id, which a no-local
+        subscription's filter compares. `delivery_count`: the deliveries the message had elsewhere (a
+        scale-down brings it here).
 
         Raises ResourceLimitExceeded when the address is full and its policy is FAIL (or a page cannot
         be written); a DROP address drops the message (counted) and returns None."""
@@ -83,33 +93,49 @@ class Router:
         if addr is None or not addr.queues:
             self._unrouted(address, addr)
             return None
-        targets: list[Queue] = []
-        anycast: list[Queue] = []
-        for q in addr.queues:
-            if only_queues is not None:
-                if q.name in only_queues:
-                    targets.append(q)
-            elif q.routing_type == MULTICAST:
-                targets.append(q)
-            else:
-                anycast.append(q)
-        if anycast:
-            # Several anycast queues on one address share the messages round robin, as Artemis does.
-            targets.append(anycast[addr.anycast_rr % len(anycast)])
-            addr.anycast_rr += 1
-        if not targets:
-            self._unrouted(address, addr)
-            return None
         h = view.header
         now_ms = self.clock_ms()
         expiry = now_ms + h.ttl if h.ttl and not no_expiry else 0
         if not expiry and not no_expiry:
             expiry = view.absolute_expiry_time
+        targets: list[Queue] = []
+        anycast: list[Queue | None] = []  # every anycast queue in order; None where its filter refuses
+        probe: StoredMessage | None = None  # what queue filters see, made for the first one
+        for q in addr.queues:
+            taken = True
+            if q.filter is not None and only_queues is None:
+                if probe is None:
+                    probe = StoredMessage(0, address, payload, h.durable, expiry, now_ms, h.priority)
+                    probe.connection_id = connection_id
+                taken = q.filter(probe)
+            if only_queues is not None:
+                if q.name in only_queues:
+                    targets.append(q)
+            elif q.routing_type == MULTICAST:
+                if taken:
+                    targets.append(q)
+            else:
+                anycast.append(q if taken else None)
+        if anycast:
+            # Several anycast queues on one address share the messages round robin, as Artemis does: from
+            # the position after the last one that took a message, the next whose filter matches.
+            n = len(anycast)
+            for step in range(n):
+                i = (addr.anycast_rr + step) % n
+                chosen = anycast[i]
+                if chosen is not None:
+                    targets.append(chosen)
+                    addr.anycast_rr = i + 1
+                    break
+        if not targets:
+            self._unrouted(address, addr)
+            return None
         persistence = self.persistence
         msg = StoredMessage(
             persistence.new_message_id(), address, payload, h.durable, expiry, now_ms, h.priority
         )
         msg.via_mirror = via_mirror
+        msg.connection_id = connection_id
         if origin is not None:
             if origin[0] is not None:
                 check_name(origin[0], "origin broker")
@@ -154,10 +180,17 @@ class Router:
             self.index.add(msg)
         for o in self.observers.routing:
             o.message_routed(msg, targets, cause)
+        if delivery_count and durable_ids:
+            for queue_id in durable_ids:
+                persistence.persist(records.DeliveryCountUpdated(queue_id, msg.id, delivery_count))
         for q in memory:
-            ref = MessageRef(msg, q)
+            ref = MessageRef(msg, q, delivery_count)
             hold_ref(ref)
-            self._enqueue(q, ref)
+            if visible_when_durable:
+                self._later.append(ref)
+                persistence.schedule()
+            else:
+                self._enqueue(q, ref)
         return msg
 
     def _unrouted(self, name: str, addr: Address | None) -> None:

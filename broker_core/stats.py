@@ -8,7 +8,12 @@ _COUNTERS = (
     "messages_expired",
     "messages_killed",
     "messages_routed",
+    "messages_scaled_down",
+    "messages_scaled_in",
     "messages_unrouted",
+    "transactions_committed",
+    "transactions_declared",
+    "transactions_rolled_back",
 )
 
 
@@ -33,6 +38,11 @@ class BrokerStats:
         self.messages_acked = 0
         self.messages_expired = 0
         self.messages_killed = 0
+        self.messages_scaled_down = 0  # sent to another server by this one's scale-down, and settled
+        self.messages_scaled_in = 0  # stored here by another server's scale-down
+        self.transactions_declared = 0
+        self.transactions_committed = 0
+        self.transactions_rolled_back = 0
         self.acceptors: dict[str, AcceptorStats] = {}
 
     def acceptor(self, name: str) -> AcceptorStats:

@@ -14,10 +14,11 @@ from __future__ import annotations
 import logging
 
 from .config.model import AddressSettings, BrokerConfig
-from .errors import AlreadyExists, InvalidField, NotAllowed, NotFound, PreconditionFailed
+from .errors import AlreadyExists, InvalidField, NotAllowed, NotFound, NotImplementedHere, PreconditionFailed
 from .events import Cause, Observers
 from .identity import MessageIndex
 from .journal import records
+from .message_fields import matcher, selector
 from .persistence import Persistence
 from .queues import Address, Queue, release_ref
 from .usage import Budget, Usage
@@ -167,10 +168,21 @@ class Topology:
         temporary: bool = False,
         purge_on_no_consumers: bool = False,
         cause: Cause | None = None,
+        lenient_filter: bool = False,
     ) -> Queue:
+        """A new queue. A filter it cannot apply refuses it before anything changes, or with
+        `lenient_filter` (a queue another broker made, which must exist here too) leaves it unfiltered,
+        said (AMQ951095)."""
         if name in self.queues:
             raise AlreadyExists(f"queue {name!r} already exists")
         check_name(name, "queue")
+        try:
+            match = matcher(selector(filter_string))
+        except (InvalidField, NotImplementedHere) as exc:
+            if not lenient_filter:
+                raise
+            self.log.error("AMQ951095: queue %s keeps its filter but cannot apply it: %s", name, exc)
+            match = None
         addr = self.ensure_address(
             address,
             {routing_type},
@@ -193,6 +205,7 @@ class Topology:
             purge_on_no_consumers=purge_on_no_consumers,
         )
         self.next_queue_id += 1
+        q.filter = match
         self.bind(q)
         if durable and not temporary:
             self.persistence.persist(
@@ -222,6 +235,11 @@ class Topology:
             addr = self.add_address(Address(q.address, {q.routing_type}, internal=q.internal))
         q.usage = addr.usage
         addr.queues.append(q)
+        if q.filter is None and q.filter_string:  # a recovered queue
+            try:
+                q.filter = matcher(selector(q.filter_string))
+            except (InvalidField, NotImplementedHere) as exc:  # kept before filters were checked
+                self.log.error("AMQ951095: queue %s keeps its filter but cannot apply it: %s", q.name, exc)
 
     def delete_queue(self, name: str, cause: Cause | None = None) -> None:
         q = self.queues.get(name)
@@ -234,9 +252,10 @@ class Topology:
         addr = self.addresses.get(q.address)
         if addr is not None and q in addr.queues:
             addr.queues.remove(q)
-        for c in list(q.consumers):  # first, so that what they held comes back before the release below
+        # first, so that what they held comes back before the release below
+        for c in [*q.consumers, *(browser for browser, _ in q.browsers)]:
             c.kick("amqp:resource-deleted", f"queue {name} was deleted")
-        for ref in q.messages:
+        for ref in q.refs():
             if release_ref(ref):
                 self.index.forget(ref.message)
         q.keep_only([])

@@ -189,7 +189,7 @@ class QueueLinks:
         role: LinkRole = link.context
         if link.is_sender and role.queue is not None and isinstance(role.state, RemoteConsumer):
             role.queue.dispatch(self.server.outcomes.is_expired)
-            if link.drain and link.credit > 0 and not role.queue.messages:
+            if link.drain and link.credit > 0 and not role.queue.waiting:
                 _engine(conn).drain_complete(link)
                 conn.mark_dirty()
 

@@ -187,7 +187,7 @@ class MirrorSource(Observer):
         for q in list(srv.queues.values()):
             if self._queue_skipped(q) or self._excluded(q.address):
                 continue
-            for ref in q.messages:
+            for ref in q.refs():
                 identity = srv.identity_of(ref.message)
                 if identity not in seen:
                     seen.add(identity)
@@ -462,7 +462,8 @@ class MirrorSource(Observer):
         q = self.queue
         pending, pending_bytes = self.pending_events()
         # the oldest event not yet accepted: the head of the queue, or one already out on the link
-        heads = [q.messages[0]] if q is not None and q.messages else []
+        head = q.head() if q is not None else None
+        heads = [head] if head is not None else []
         if self.consumer is not None and self.consumer.inflight:
             heads.append(next(iter(self.consumer.inflight.values())))
         oldest = min((r.message.timestamp_ms for r in heads), default=None)

@@ -541,6 +541,7 @@ class MirrorTarget:
                         max_consumers=qc.max_consumers if qc.max_consumers is not None else -1,
                         auto_created=qc.auto_created,
                         cause=cause,
+                        lenient_filter=True,  # one we cannot apply (XPath): the queue all the same
                     )
                 except BrokerError as exc:
                     log.debug("mirror: createQueue %s ignored: %s", qc.name, exc)

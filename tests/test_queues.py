@@ -1,6 +1,6 @@
 """Queues on their own and inside a server.
 
-- The index of waiting references by message id always equals what `messages` holds, whatever the
+- The index of waiting references by message id always equals what the queue holds (`refs()`), whatever the
   sequence of enqueues, deliveries, requeues and removals.
 - A queue marked `after_durable` (the mirror's store-and-forward queue) gets its references only once
   their journal batch is on disk: all of a batch at once, in routing order, never for a deleted queue.
@@ -77,12 +77,31 @@ def test_the_waiting_index_follows_every_change(ops: list[tuple[str, int]]) -> N
             for ref in back:
                 q.take_in_flight(ref)
             q.requeue(back)
-        elif op == "remove" and q.messages:
-            q.remove(q.messages[min(n, len(q.messages)) - 1])
+        elif op == "remove" and q.waiting:
+            waiting = q.refs()
+            q.remove(waiting[min(n, len(waiting)) - 1])
         elif op == "keep_odd":
-            q.keep_only([r for r in q.messages if r.message.id % 2])
-        assert q.waiting == {r.message.id: r for r in q.messages}
+            q.keep_only([r for r in q.refs() if r.message.id % 2])
+        assert q.waiting == {r.message.id: r for r in q.refs()}
         assert all(q.waiting.get(r.message.id) is None for r in held)
+
+
+def test_what_is_given_back_in_several_goes_waits_in_message_order() -> None:
+    """A JMS rollback gives the acknowledged message back, then the client releases what it had prefetched
+    (newer): the first must still come first, as Artemis's addSorted keeps it."""
+    q = Queue(1, "q", "q", ANYCAST)
+    refs = [MessageRef(StoredMessage(i, "q", b"", True, 0, 0), q) for i in range(5)]
+    q.enqueue_many(refs)
+    consumer = TakeAll(3)
+    q.add_consumer(consumer)
+    q.dispatch()
+    q.remove_consumer(consumer)
+    first, second, third = consumer.got
+    for ref in (first, third, second):  # given back one at a time, out of order
+        q.take_in_flight(ref)
+        q.requeue([ref])
+    assert [r.message.id for r in q.refs()] == [0, 1, 2, 3, 4]
+    assert q.waiting == {r.message.id: r for r in q.refs()}
 
 
 @pytest.fixture
@@ -122,7 +141,7 @@ def test_references_arrive_after_the_batch_is_durable_in_order(server: Server) -
     assert plain.depth == 3 and snf.depth == 0  # the plain queue does not wait; the other does
     _flush_and_wait(server)
     assert snf.depth == 3
-    assert [r.message.origin_message_id for r in snf.messages] == [m.message.id for m in plain.messages]
+    assert [r.message.origin_message_id for r in snf.refs()] == [m.message.id for m in plain.refs()]
     assert snf.added == 3
 
 
@@ -152,5 +171,5 @@ def test_the_index_finds_waiting_references_only(server: Server) -> None:
     ref = index.waiting_ref(q, node, third)
     assert ref is not None and ref.message.id == third
     q.remove(ref)
-    assert index.waiting_ref(q, node, third) is None and [r.message.id for r in q.messages] == [second]
+    assert index.waiting_ref(q, node, third) is None and [r.message.id for r in q.refs()] == [second]
     assert index.waiting_ref(q, node, 10**9) is None  # no such message

@@ -167,8 +167,16 @@ class BrokerCollector(Collector):
             ("acked", "Messages acknowledged."),
             ("expired", "Messages expired."),
             ("killed", "Messages sent to a dead-letter address."),
+            ("scaled_down", "Messages this server's scale-down moved to another server (settled there)."),
+            ("scaled_in", "Messages another server's scale-down stored here."),
         ):
             yield _counter(f"messages_{name}", help_, getattr(stats, f"messages_{name}"))
+        for name, help_ in (
+            ("declared", "Local transactions declared."),
+            ("committed", "Local transactions committed."),
+            ("rolled_back", "Local transactions rolled back (asked for, refused at commit, or left open)."),
+        ):
+            yield _counter(f"transactions_{name}", help_, getattr(stats, f"transactions_{name}"))
         budget = broker.server.budget
         yield _gauge(
             "memory_bytes", "Message memory held by every address (global-max-size counts it).", budget.bytes
@@ -509,7 +517,8 @@ class BrokerCollector(Collector):
             name = [queue.name]
             depth.add_metric(name, queue.depth)
             consumers.add_metric(name, len(queue.consumers))
-            head = queue.messages[0].message.timestamp_ms if queue.messages else None
+            first = queue.head()
+            head = first.message.timestamp_ms if first is not None else None
             oldest.add_metric(name, max(0.0, (now_ms - head) / 1000) if head else 0.0)
             added.add_metric(name, queue.added)
             acked.add_metric(name, queue.acked)

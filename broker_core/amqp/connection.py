@@ -413,9 +413,16 @@ class Connection:
     ) -> None:
         self.links.detach(link, closed, condition, description)
 
-    def flow(self, link: Link, credit: int | None = None, drain: bool = False) -> None:
-        """Receiver: grant `credit` (absolute); sender: report state (e.g. after a drain)."""
-        self.links.flow(link, credit, drain)
+    def flow(
+        self,
+        link: Link,
+        credit: int | None = None,
+        drain: bool = False,
+        properties: dict[Any, Any] | None = None,
+    ) -> None:
+        """Receiver: grant `credit` (absolute), with `properties` (a transactional acquisition's `txn-id`);
+        sender: report state (e.g. after a drain)."""
+        self.links.flow(link, credit, drain, properties)
 
     def drain_complete(self, link: Link) -> None:
         """Sender with nothing more to send while draining: use up the credit and say so."""
@@ -429,13 +436,17 @@ class Connection:
         settled: bool,
         context: Any = None,
         message_format: int = 0,
+        state: bytes | None = None,
     ) -> int:
-        """Send one message on a sender link with credit; returns its delivery-id."""
-        return self.links.send_delivery(link, tag, payload, settled, context, message_format)
+        """Send one message on a sender link with credit; returns its delivery-id. `state`: an encoded
+        delivery state the transfer carries (a transactional send's)."""
+        return self.links.send_delivery(link, tag, payload, settled, context, message_format, state)
 
-    def settle_incoming(self, session: Session, first: int, last: int, state_bytes: bytes | None) -> None:
-        """Send a settled disposition for a range of deliveries we received."""
-        self.links.settle_incoming(session, first, last, state_bytes)
+    def settle_incoming(
+        self, session: Session, first: int, last: int, state_bytes: bytes | None, settled: bool = True
+    ) -> None:
+        """Send a disposition (settled unless said otherwise) for a range of deliveries we received."""
+        self.links.settle_incoming(session, first, last, state_bytes, settled)
 
     def update_outgoing(
         self, session: Session, first: int, last: int, settled: bool, state_bytes: bytes | None

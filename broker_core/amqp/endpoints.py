@@ -26,7 +26,9 @@ class Link:
         "context",
         "credit",
         "delivery_count",
+        "delivery_state",
         "drain",
+        "flow_properties",
         "handle",
         "is_sender",
         "max_message_size",
@@ -54,6 +56,12 @@ class Link:
         self.closed_locally = False
         self.closed_remotely = False
         self.partial: Any = None  # receiver: the delivery being assembled (transfers.Partial)
+        # receiver: the state the peer's transfer gave the delivery being handed over (a transactional
+        # send's `TransactionalState`); None for an ordinary one
+        self.delivery_state: Any = None
+        # sender: the properties of the peer's last flow on this link (a receiver acquiring in a
+        # transaction names it there, `txn-id`: part 4.4.3)
+        self.flow_properties: dict[Any, Any] | None = None
         self.reply_deferred = False  # the handler answers the peer's detach itself (e.g. once durable)
         self.context: Any = None  # the handler's object for this link
 
@@ -154,14 +162,17 @@ class Session:
             dc = flow.delivery_count if flow.delivery_count is not None else 0
             link.credit = max(0, dc + (flow.link_credit or 0) - link.delivery_count)
             link.drain = bool(flow.drain)
+            link.flow_properties = flow.properties
         else:
             if flow.delivery_count is not None:
                 link.delivery_count = flow.delivery_count
             link.available = flow.available or 0
         return link
 
-    def flow_state(self, link: Link | None, drain: bool = False) -> Flow:
-        """Our flow: the session's window and, for `link`, its credit and delivery count."""
+    def flow_state(
+        self, link: Link | None, drain: bool = False, properties: dict[Any, Any] | None = None
+    ) -> Flow:
+        """Our flow: the session's window and, for `link`, its credit, delivery count and `properties`."""
         f = Flow(
             next_incoming_id=self.next_incoming_id,
             incoming_window=MAX_WINDOW,
@@ -175,4 +186,5 @@ class Session:
             f.drain = drain or link.drain or None
             if link.is_sender:
                 f.available = link.available
+            f.properties = properties
         return f

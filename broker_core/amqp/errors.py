@@ -29,6 +29,9 @@ UNATTACHED_HANDLE = "amqp:session:unattached-handle"
 DETACH_FORCED = "amqp:link:detach-forced"
 TRANSFER_LIMIT_EXCEEDED = "amqp:link:transfer-limit-exceeded"
 MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
+TRANSACTION_UNKNOWN_ID = "amqp:transaction:unknown-id"  # part 4.5.8
+TRANSACTION_ROLLBACK = "amqp:transaction:rollback"
+TRANSACTION_TIMEOUT = "amqp:transaction:timeout"
 
 
 class AmqpError(Exception):

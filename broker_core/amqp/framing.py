@@ -79,9 +79,11 @@ def transfer_frames(
     payload: bytes,
     max_frame_size: int,
     message_format: int = 0,
+    state: bytes | None = None,
 ) -> list[bytes]:
-    """Encode one delivery as one or more transfer frames, split to fit `max_frame_size`."""
-    if message_format == 0:
+    """Encode one delivery as one or more transfer frames, split to fit `max_frame_size`; `state` (an
+    encoded delivery state) goes in the first frame."""
+    if message_format == 0 and state is None:
         head = single_transfer_head(channel, handle, delivery_id, tag, settled, len(payload), max_frame_size)
         if head is not None:
             return [head + payload]
@@ -93,13 +95,16 @@ def transfer_frames(
         fmt,
         b"\x41" if settled else b"\x42",
     ]
-    performative = _TRANSFER_DESC + enc_list_of_encoded(first_fields)
+    # after `more` (index 5): rcv-settle-mode (null), then the state
+    stated = [] if state is None else [b"\x40", state]
+    whole = [*first_fields, b"\x40", *stated] if stated else first_fields
+    performative = _TRANSFER_DESC + enc_list_of_encoded(whole)
     room = max_frame_size - HEADER_SIZE - len(performative) - 2  # 2: the `more` field when split
     if len(payload) <= room + 2:
         body = performative + payload
         return [_HEADER.pack(len(body) + 8, 2, FRAME_AMQP, channel) + body]
     frames = []
-    more_perf = _TRANSFER_DESC + enc_list_of_encoded([*first_fields, b"\x41"])
+    more_perf = _TRANSFER_DESC + enc_list_of_encoded([*first_fields, b"\x41", *stated])
     cont_perf = _TRANSFER_DESC + enc_list_of_encoded(
         [_uint(handle), b"\x40", b"\x40", b"\x40", b"\x40", b"\x41"]
     )

@@ -130,11 +130,58 @@ class Target(Composite):
 @_register
 @dataclass(slots=True)
 class Coordinator(Composite):
-    """Transaction coordinator target; we refuse it (transactions are not supported yet)."""
+    """The target of a transaction controller's link (part 4.5.1): declares and discharges go to it."""
 
     DESCRIPTOR = 0x30
     capabilities: Any = None
     ENCODERS = (enc_symbols,)
+
+
+# ------------------------------------------------------------------------------------- transactions
+# Part 4.5. A controller sends `Declare` and `Discharge` as the amqp-value body of a message on its
+# coordinator link; the coordinator answers a declare with the `Declared` state, and a transactional
+# transfer or disposition carries `TransactionalState`. Clients write the descriptors as codes or as
+# their symbolic names (python-qpid-proton sends `amqp:declare:list`): both are registered.
+
+
+@_register
+@dataclass(slots=True)
+class Declare(Composite):
+    DESCRIPTOR = 0x31
+    global_id: Any = None  # a distributed transaction's id: not supported here
+    ENCODERS = (_enc_any,)
+
+
+@_register
+@dataclass(slots=True)
+class Discharge(Composite):
+    DESCRIPTOR = 0x32
+    txn_id: bytes = b""
+    fail: bool | None = None  # true: roll back
+    ENCODERS = (enc_binary, enc_bool)
+
+
+@_register
+@dataclass(slots=True)
+class Declared(Composite):
+    DESCRIPTOR = 0x33
+    txn_id: bytes = b""
+    ENCODERS = (enc_binary,)
+
+
+@_register
+@dataclass(slots=True)
+class TransactionalState(Composite):
+    DESCRIPTOR = 0x34
+    txn_id: bytes = b""
+    outcome: Any = None  # the outcome the delivery gets if the transaction commits (None: enlisted only)
+    ENCODERS = (enc_binary, _enc_any)
+
+
+DESCRIBED_TYPES["amqp:declare:list"] = Declare.from_list
+DESCRIBED_TYPES["amqp:discharge:list"] = Discharge.from_list
+DESCRIBED_TYPES["amqp:declared:list"] = Declared.from_list
+DESCRIBED_TYPES["amqp:transactional-state:list"] = TransactionalState.from_list
 
 
 # ------------------------------------------------------------------------------------------ outcomes
@@ -436,7 +483,10 @@ __all__ = [
     "Begin",
     "Close",
     "Coordinator",
+    "Declare",
+    "Declared",
     "Detach",
+    "Discharge",
     "Disposition",
     "End",
     "Error",
@@ -454,6 +504,7 @@ __all__ = [
     "Source",
     "Symbol",
     "Target",
+    "TransactionalState",
     "Transfer",
     "symbols",
 ]

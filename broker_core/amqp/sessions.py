@@ -217,14 +217,23 @@ class Sessions:
         if s.remote_incoming_window > 0:
             self.handler.on_session_flow(s)
 
-    def flow(self, link: Link, credit: int | None = None, drain: bool = False) -> None:
-        """Receiver: grant `credit` (absolute); sender: report state (e.g. after a drain)."""
+    def flow(
+        self,
+        link: Link,
+        credit: int | None = None,
+        drain: bool = False,
+        properties: dict[Any, Any] | None = None,
+    ) -> None:
+        """Receiver: grant `credit` (absolute), with `properties` (a transactional acquisition's `txn-id`);
+        sender: report state (e.g. after a drain)."""
         if credit is not None:
             link.credit = credit
-        self._send_flow(link.session, link, drain)
+        self._send_flow(link.session, link, drain, properties)
 
-    def _send_flow(self, s: Session, link: Link | None, drain: bool = False) -> None:
-        self._emit(s.channel, s.flow_state(link, drain).encode_amqp())
+    def _send_flow(
+        self, s: Session, link: Link | None, drain: bool = False, properties: dict[Any, Any] | None = None
+    ) -> None:
+        self._emit(s.channel, s.flow_state(link, drain, properties).encode_amqp())
 
     def drain_complete(self, link: Link) -> None:
         """Sender with nothing more to send while draining: use up the credit and say so."""
@@ -267,6 +276,7 @@ class Sessions:
             settled = n > 4 and f[4] is True
             if aborted:
                 return
+            link.delivery_state = f[7] if n > 7 else None
             if more:
                 partial = link.partial = self.partials(link, delivery_id, tag, settled, payload, fmt)
                 partial.check_size(link.name, link.max_message_size)
@@ -280,6 +290,8 @@ class Sessions:
             return
         partial.add(payload, n > 4 and f[4] is True)
         partial.check_size(link.name, link.max_message_size)
+        if n > 7 and f[7] is not None:  # a later frame may say the state (the last one said wins)
+            link.delivery_state = f[7]
         if more:
             return
         link.partial = None
@@ -307,8 +319,10 @@ class Sessions:
         settled: bool,
         context: Any = None,
         message_format: int = 0,
+        state: bytes | None = None,
     ) -> int:
-        """Send one message on a sender link with credit; returns its delivery-id."""
+        """Send one message on a sender link with credit; returns its delivery-id. `state` is an encoded
+        delivery state for the transfer (a transactional send's `TransactionalState`)."""
         s = link.session
         delivery_id = s.next_outgoing_id
         s.next_outgoing_id = (delivery_id + 1) & UINT_MAX
@@ -317,7 +331,7 @@ class Sessions:
         link.delivery_count = (link.delivery_count + 1) & UINT_MAX
         if not settled:
             s.outgoing_unsettled[delivery_id] = (link, context)
-        if message_format == 0:
+        if message_format == 0 and state is None:
             head = single_transfer_head(
                 s.channel, link.handle, delivery_id, tag, settled, len(payload), self.remote_max_frame_size
             )
@@ -333,6 +347,7 @@ class Sessions:
             payload,
             self.remote_max_frame_size,
             message_format,
+            state,
         )
         self.out.extend(frames)
         return delivery_id
@@ -351,9 +366,11 @@ class Sessions:
         state = f[4] if n > 4 else None
         self.handler.on_disposition(s, role, first, last, settled, state)
 
-    def settle_incoming(self, session: Session, first: int, last: int, state_bytes: bytes | None) -> None:
-        """Send a settled disposition for a range of deliveries we received."""
-        self.out.append(disposition_frame(session.channel, True, first, last, state_bytes))
+    def settle_incoming(
+        self, session: Session, first: int, last: int, state_bytes: bytes | None, settled: bool = True
+    ) -> None:
+        """Send a disposition (settled unless said otherwise) for a range of deliveries we received."""
+        self.out.append(disposition_frame(session.channel, True, first, last, state_bytes, settled))
 
     def update_outgoing(
         self, session: Session, first: int, last: int, settled: bool, state_bytes: bytes | None

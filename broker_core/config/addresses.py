@@ -13,6 +13,7 @@ from broker_core.config.support import QUEUE
 from broker_core.config.values import parse_bool
 from broker_core.config.xmlread import Element, Reader, converter_for, local_name
 from broker_core.vocabulary import RoutingType
+from filters.selector import SelectorError, parse
 
 # Queue attributes are the QueueConfig fields, spelled with '-'.
 _QUEUE_ATTRIBUTES = {
@@ -99,7 +100,14 @@ def _queue_children(reader: Reader, element: Element) -> dict[str, Any]:
         kind = local_name(child)
         if kind == "filter":
             reader.check_attributes(child, {"string"})
-            values["filter"] = reader.attr(child, "string", required=True)
+            text = reader.attr(child, "string", required=True)
+            if text is not None:
+                try:
+                    parse(text)  # a filter this broker cannot apply stops the start, as on Artemis
+                except SelectorError as exc:
+                    reader.error(child, f"invalid filter {text!r}: {exc}", "a filter expression", "string")
+                    text = None
+            values["filter"] = text
         elif kind == "durable":
             reader.check_attributes(child, set())
             values["durable"] = reader.convert(child, reader.text(child), parse_bool)

@@ -4,11 +4,13 @@
 `<primary>` or `<backup>`. Each parameter is allowed only where the seed allows it (a `coordination-id`
 in a shared-store backup is an error naming where it belongs). The older names (`<live-only>`,
 `<master>`, `<slave>`, `check-for-live-server`) are read with a deprecation warning. What each parameter
-does here (implemented, no effect, not implemented yet: `<colocated>`, `<scale-down>`) is the support
-table's (support.py); `<replication>` without a `<manager>` decides by quorum voting, and the voting
-parameters with a `<manager>` have no effect (noted, as Artemis ignores them there). A
-`<cluster-connection>` is read for what a pair needs of it (its static connectors: where the partner is;
-connection-ttl: how soon a silent partner counts as gone); its other elements are judged by the table.
+does here (implemented, no effect, not implemented yet: `<colocated>`) is the support table's
+(support.py); `<scale-down>` names the `<connector>`s of the members it may move messages to (a
+`<discovery-group-ref>` is refused: there is no discovery here); `<replication>` without a `<manager>`
+decides by quorum voting, and the voting parameters with a `<manager>` have no effect (noted, as Artemis
+ignores them there). A `<cluster-connection>` is read for what a pair needs of it (its static
+connectors: where the partner is; connection-ttl: how soon a silent partner counts as gone); its other
+elements are judged by the table.
 A `<manager>` must name a lock manager this broker has, with the properties it reads.
 """
 
@@ -25,6 +27,7 @@ from broker_core.config.model import (
     HaPolicy,
     HaRole,
     LockManager,
+    ScaleDown,
 )
 from broker_core.config.parameters import check_client_tls, judge_parameters
 from broker_core.config.schema import did_you_mean
@@ -34,6 +37,7 @@ from broker_core.config.support import (
     QUORUM_PARAMETERS,
     QUORUM_VOTING,
     QUORUM_WITH_A_MANAGER,
+    Support,
     UriKind,
 )
 from broker_core.config.uri import parse_acceptor_uri
@@ -175,6 +179,9 @@ def _parameters(
             continue
         if name == "manager":
             values["manager"] = _manager(reader, child)
+        elif name == "scale-down":
+            implemented = reader.judge(child, HA_PARAMETERS[name]) == Support.IMPLEMENTED
+            values["scale_down"] = _scale_down(reader, child, implemented)
         elif name in _CONVERTERS:
             reader.check_attributes(child, set())
             reader.check_no_children(child)
@@ -188,8 +195,42 @@ def _parameters(
                 if name in _FIELDS:
                     values[name.replace("-", "_")] = value
         else:
-            reader.ignore(child)  # <scale-down>: not implemented yet, and the names inside it checked
+            reader.ignore(child)
     return values
+
+
+def _scale_down(reader: Reader, element: Element, implemented: bool) -> ScaleDown:
+    """`<scale-down>`: `<enabled>`, `<group-name>`, `<connectors>` of `<connector-ref>` (each a
+    `<connector>`, checked with the others); `<discovery-group-ref>` is refused by the support table."""
+    reader.check_attributes(element, set())
+    values: dict[str, Any] = {}
+    discovery = False
+    for child in reader.children(element):
+        name = local_name(child)
+        discovery = discovery or name == "discovery-group-ref"
+        if name in ("enabled", "group-name"):
+            reader.check_attributes(child, set())
+            reader.check_no_children(child)
+            value = reader.convert(child, reader.text(child), parse_bool if name == "enabled" else str)
+            if value is not None:
+                values[name.replace("-", "_")] = value
+        elif name == "connectors":
+            reader.check_attributes(child, set())
+            refs: list[str] = []
+            for ref in reader.children(child):
+                if local_name(ref) != "connector-ref":
+                    reader.ignore(ref)
+                elif text := reader.text(ref):
+                    refs.append(text)
+            values["connectors"] = tuple(refs)
+        else:
+            reader.ignore(child)  # <discovery-group-ref>: refused (no discovery); <commit-interval>: a note
+    scale_down = ScaleDown(**values)
+    if implemented and scale_down.enabled and not scale_down.connectors and not discovery:
+        reader.error(
+            element, "<scale-down> needs the members it may move messages to", "<connectors><connector-ref>"
+        )
+    return scale_down
 
 
 def _manager(reader: Reader, element: Element) -> LockManager:
@@ -322,10 +363,10 @@ def parse_cluster_connections(reader: Reader, section: Element) -> tuple[Cluster
 
 
 def check_connector_refs(reader: Reader, core: Element, connectors: tuple[Connector, ...]) -> None:
-    """Every connector a cluster connection names must be a `<connector>`."""
+    """Every connector a cluster connection or a `<scale-down>` names must be a `<connector>`."""
     known = {connector.name for connector in connectors}
     for section in reader.children(core):
-        if local_name(section) != "cluster-connections":
+        if local_name(section) not in ("cluster-connections", "ha-policy"):
             continue
         for ref in section.iter():
             if not isinstance(ref.tag, str) or local_name(ref) != "connector-ref":

@@ -372,6 +372,17 @@ class LockManager(Frozen):
     properties: dict[str, str] = {}
 
 
+class ScaleDown(Frozen):
+    """`<scale-down>`: on a clean stop, this server's messages move to an active member of its group
+    (a primary-only server; a backup scales down instead of activating). `connectors`: the
+    `<connector>` names of the members to try, in order; `group_name`: only a member announcing the same
+    group is chosen (without one, any member); a server's group is what it announces to others too."""
+
+    enabled: bool = True
+    group_name: str | None = None
+    connectors: tuple[str, ...] = ()
+
+
 class HaPolicy(Frozen):
     """`<ha-policy>`: the seed's parameters with their documented defaults (docs/ha.md)."""
 
@@ -382,7 +393,7 @@ class HaPolicy(Frozen):
     wait_for_activation: bool = True
     allow_failback: bool = True
     restart_backup: bool = False  # the documentation's default (Artemis's code has true)
-    scale_down: bool = False  # parsed; scale-down comes in its own issue
+    scale_down: ScaleDown | None = None
     # replication
     group_name: str | None = None
     cluster_name: str | None = None

@@ -66,7 +66,8 @@ _NO_JVM = "no JVM runs this broker"
 _NO_JMX = "there is no JMX: management is AMQP requests to the management address"
 _NO_NOTIFICATIONS = "this broker sends no management notifications"
 _NO_CLUSTER = "queues are not clustered across brokers"
-_NO_TRANSACTIONS = "transactions are not supported (a transaction coordinator link is refused)"
+_COMMIT = "a commit is written as one journal batch, synced as <journal-sync-durable> says"
+_NO_TX_TIMEOUT = "an AMQP local transaction never times out (as on Artemis); it ends with its connection"
 _NO_SECURITY_CACHE = "no security cache: every check reads the loaded users, roles and settings"
 _THREADS = "one event loop, no thread pools"
 _MIRROR_ACKS = "this broker's mirror target retries an acknowledgement its own way (docs/mirror.md)"
@@ -137,9 +138,9 @@ CORE: dict[str, Rule] = {
         name: inert(_SYNC)
         for name in ("journal-datasync", "journal-sync-non-transactional", "large-message-sync")
     },
-    "journal-sync-transactional": inert(_NO_TRANSACTIONS),
-    "transaction-timeout": inert(_NO_TRANSACTIONS),
-    "transaction-timeout-scan-period": inert(_NO_TRANSACTIONS),
+    "journal-sync-transactional": inert(_COMMIT),
+    "transaction-timeout": inert(_NO_TX_TIMEOUT),
+    "transaction-timeout-scan-period": inert(_NO_TX_TIMEOUT),
     "create-journal-dir": refused("a missing journal directory is always created here", "true"),
     "create-bindings-dir": refused("a missing bindings directory is always created here", "true"),
     "journal-retention-directory": refused("no copy of the journal is retained here for replay"),
@@ -403,7 +404,13 @@ HA_PARAMETERS: dict[str, Rule] = {
     # quorum voting (replication without a <manager>); with a <manager>: QUORUM_WITH_A_MANAGER
     **{name: IMPLEMENTED for name in QUORUM_PARAMETERS},
     "failback-delay": inert("deprecated: Artemis ignores it too"),
-    "scale-down": refused("on a stop, the messages stay in this broker's journal"),
+    "scale-down": IMPLEMENTED,  # a backup's: it scales down instead of activating
+}
+PRIMARY_ONLY: dict[str, Rule] = {"scale-down": HA_PARAMETERS["scale-down"]}
+SCALE_DOWN: dict[str, Rule] = {
+    **{name: IMPLEMENTED for name in ("enabled", "group-name", "connectors")},
+    "discovery-group-ref": refused(_NO_DISCOVERY, instead="<connectors> of <connector-ref>"),
+    "commit-interval": inert("each message leaves this server once the target has it durable"),
 }
 HA_POLICY: dict[str, Rule] = {
     "primary-only": IMPLEMENTED,
@@ -785,7 +792,9 @@ ELEMENTS: dict[str, dict[str, Rule]] = {
     "ha-policy": HA_POLICY,
     "shared-store": HA_ROLE,
     "replication": HA_ROLE,
-    **{role: HA_PARAMETERS for role in ("primary", "backup", "master", "slave", "primary-only", "live-only")},
+    **{role: HA_PARAMETERS for role in ("primary", "backup", "master", "slave")},
+    **{role: PRIMARY_ONLY for role in ("primary-only", "live-only")},
+    "scale-down": SCALE_DOWN,
     "cluster-connections": CLUSTER_CONNECTIONS,
     "cluster-connection": CLUSTER_CONNECTION,
     "security-settings": SECURITY_SETTINGS,

@@ -24,6 +24,7 @@ from .quorum import Question, answer
 
 if TYPE_CHECKING:
     from broker_core.amqp.connection import Link
+    from broker_core.config.model import BrokerConfig
 
 log = logging.getLogger("broker.ha")
 
@@ -35,6 +36,18 @@ QUESTION = Symbol("question")  # a vote: quorum.Question's value
 ASKED_NODE = Symbol("asked-node-id")
 ASKER_CONNECTOR = Symbol("asker-connector")
 VOTE = Symbol("vote")  # the answer: True or False
+
+
+def own_connector(config: BrokerConfig) -> str:
+    """host:port of this server as the others reach it: its cluster connection's connector-ref, else its
+    first acceptor."""
+    cluster = config.cluster_connection()
+    ref = cluster.connector_ref if cluster is not None else None
+    for connector in config.connectors:
+        if connector.name == ref:
+            return f"{connector.host}:{connector.port}"
+    acceptor = config.acceptors[0] if config.acceptors else None
+    return f"{acceptor.host}:{acceptor.port}" if acceptor is not None else config.name
 
 
 def _nothing() -> None:
@@ -56,6 +69,7 @@ class ClusterService:
         group_name: str | None,
         topology: Callable[[], Mapping[str, str]],
         on_vote: Callable[[Question, bool], None],
+        voter: bool = True,
     ) -> None:
         self.name = name
         self.node_id = node_id
@@ -63,6 +77,8 @@ class ClusterService:
         self.group_name = group_name
         self.topology = topology  # node id -> the connector active with it, as this server sees it
         self.on_vote = on_vote  # counted for the metrics
+        # a server outside quorum voting (primary-only: it says who it is, for a scale-down) casts none
+        self.voter = voter
 
     def attach_sender(self, peer: Peer, link: Link, attach: Attach, address: str) -> Attach:
         if not peer.cluster_member:
@@ -72,7 +88,7 @@ class ClusterService:
             properties[GROUP_NAME] = self.group_name
         asked = attach.properties or {}
         question = asked.get(QUESTION)
-        if question is not None:
+        if question is not None and self.voter:
             properties[VOTE] = self._vote(peer, str(question), str(asked.get(ASKED_NODE)), asked)
         link.context = OutgoingLink(_nothing, _nothing_settled, _nothing)
         return Attach(

@@ -13,6 +13,8 @@ Shared store (seed 001 §2.1, spec A3): the primary lock (`serverlock.1`) decide
 - An active server whose lock is lost or fenced stops serving at once: never two actives.
 - Stopping, an active server leaves `L` for its backup (failover-on-shutdown, or `forceFailover` from
   management) or `P` (the backup stays passive).
+- A backup with `<scale-down>` never serves: where it would activate, it loads the journal, moves every
+  message to an active member of its group, and stops.
 
 The table is data: `next_step(role, state, event)` is the only logic, and tests walk every
 (role, state, event) triple. An event a state does not list is a no-op (`Step(state, Action.NONE)`):
@@ -48,6 +50,7 @@ class Event(StrEnum):
     FAILED = "failed"  # activation could not complete
     STOPPED = "stopped"  # the stop finished
     STEPPED_DOWN = "stepped down"  # a backup gave the primary back and restarts as a backup
+    SCALED_DOWN = "scaled down"  # a backup with <scale-down> moved its primary's messages away (or tried)
 
 
 class Action(StrEnum):
@@ -61,6 +64,7 @@ class Action(StrEnum):
     STOP_FAILING_OVER = "stop, leaving L for the backup"
     STOP_PAUSED = "stop, writing P"
     EXIT = "exit"
+    SCALE_DOWN = "scale down instead of activating"  # load the journal, move every message away, stop
 
 
 class Step(NamedTuple):
@@ -94,12 +98,18 @@ _BY_ROLE: dict[HaRole, dict[tuple[State, Event], Step]] = {
         (S.PASSIVE, E.PRIMARY_NOT_FAILED): Step(S.PASSIVE, A.RETRY_LATER),
         (S.ACTIVE, E.FAILBACK_REQUESTED): Step(S.STOPPING, A.STEP_DOWN),
         (S.STOPPING, E.STEPPED_DOWN): Step(S.PASSIVE, A.WAIT_FOR_LOCK),  # restart-backup
+        (S.ACTIVATING, E.SCALED_DOWN): Step(S.STOPPED, A.EXIT),
     },
 }
 
 
-def next_step(role: HaRole, state: State, event: Event, *, failover_on_shutdown: bool = False) -> Step:
-    """What a server of `role` in `state` does on `event` (no-op when the table has nothing)."""
+def next_step(
+    role: HaRole, state: State, event: Event, *, failover_on_shutdown: bool = False, scale_down: bool = False
+) -> Step:
+    """What a server of `role` in `state` does on `event` (no-op when the table has nothing). A backup
+    with `scale_down` never serves: where it would activate, it scales down (then stops)."""
+    if scale_down and role == BACKUP and state == S.PASSIVE and event == E.LOCK_ACQUIRED:
+        return Step(S.ACTIVATING, A.SCALE_DOWN)
     if state == S.ACTIVE and event == E.STOP:
         return Step(S.STOPPING, A.STOP_FAILING_OVER if failover_on_shutdown else A.STOP_PAUSED)
     step = _BY_ROLE[role].get((state, event)) or _COMMON.get((state, event))

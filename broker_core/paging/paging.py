@@ -528,7 +528,7 @@ class Paging(Observer):
         for store in touched.values():
             for cursor in list(store.cursors.values()):
                 queue = cursor.queue
-                if queue.consumers and not queue.messages and queue.paged:
+                if queue.consumers and not queue.waiting and queue.paged:
                     self.on_visible(queue)
 
     # ------------------------------------------------------------------------------ observer
@@ -599,13 +599,13 @@ class Paging(Observer):
         as many as memory held then), and the queue is put in message id order, which is the order of
         routing. For a mirror's store-and-forward queue this is what keeps an acknowledgement behind its
         message on the wire after a restart."""
-        refs = queue.messages
+        refs = queue.waiting
         if not refs:
             return
-        youngest = max(ref.message.id for ref in refs)
+        youngest = max(refs)
         if queue.paged and queue.pager is self:
             self.fill(queue, up_to=youngest)
-        queue.keep_only(sorted(queue.messages, key=_message_id))
+        queue.keep_only(sorted(queue.waiting.values(), key=_message_id))
 
     def paged_bytes(self, queue: Queue) -> int:
         """The bodies of the queue's references waiting in page files, in bytes (after a restart, counted

@@ -15,6 +15,11 @@ from connections.failover.client import (
     ReceiveTimeout,
     ReconnectExhaustedError,
 )
+from connections.failover.transaction import (
+    FailoverTransaction,
+    TransactionInDoubtError,
+    TransactionRolledBackError,
+)
 from connections.failover.uri import BrokerUri, FailoverOptions, FailoverUri, parse_failover_uri
 
 __all__ = [
@@ -28,11 +33,14 @@ __all__ = [
     "FailoverReceiver",
     "FailoverSender",
     "FailoverTimeoutError",
+    "FailoverTransaction",
     "FailoverUri",
     "InDoubtError",
     "LinkError",
     "ReceiveTimeout",
     "ReconnectExhaustedError",
+    "TransactionInDoubtError",
+    "TransactionRolledBackError",
     "connect_schedule",
     "parse_failover_uri",
     "priority_probes",

@@ -223,6 +223,9 @@ class FailoverConnection:
         if self._conn is None:
             return
         log.warning("connection to %s lost: %s", self.connected_uri, error)
+        where = _redirect(error)  # a server scaling down closes with where its messages went: go on there
+        if where is not None:
+            self._learn(where, f"redirected by {self.connected_uri}")
         _discard(self._conn)
         self._conn = None
         self._lost_uri = self.connected_uri

@@ -31,7 +31,7 @@ from tests.artemis.support import (
 from tests.peers.artemis import CONNECTED, ArtemisProcess
 from tests.peers.ports import free_port, wait_until
 from tests.support.broker import BrokerProcess
-from tests.support.client import connect, receive
+from tests.support.client import Capabilities, connect, receive
 
 pytestmark = pytest.mark.usefixtures("artemis_available")
 
@@ -205,3 +205,44 @@ def test_sync_holds_the_confirmation_while_the_other_side_is_down(tmp_path: Path
     finally:
         dc1.stop()
         dc2.stop()
+
+
+PRIORITIES = [4, 1, 9, 4, 0, 7, 9, 4, 5, 1, 9, 3, 255, 8, 2, 6, 4, 0, 7, 7]
+
+
+def _in_delivery_order(broker: Broker, queue: str) -> list[str]:
+    """What `queue` holds, in the order its consumers would get it: browsed (distribution mode copy)."""
+    from proton import Timeout
+    from proton.reactor import Copy
+
+    out = []
+    with connect(broker.url) as conn:
+        browser = conn.create_receiver(queue, credit=500, options=Copy())
+        while True:
+            try:
+                out.append(browser.receive(timeout=1.0).body)
+            except Timeout:
+                return out
+            browser.accept()
+
+
+@pytest.mark.parametrize("origin", ["ours", "artemis"])
+def test_mixed_priorities_are_delivered_in_the_same_order_on_both_sides(pair: Pair, origin: str) -> None:
+    """Each side delivers by priority (higher first, oldest first within one), so a mirrored queue comes
+    out in the same order on both, whichever side the messages were sent to and consumed from."""
+    dc1, dc2 = pair
+    source, other = (dc1, dc2) if origin == "ours" else (dc2, dc1)
+    queue = f"prio-{origin}"
+    with connect(source.url) as conn:
+        sender = conn.create_sender(queue, options=Capabilities("queue"))
+        for i, p in enumerate(PRIORITIES):
+            sender.send(Message(body=f"p{i}", durable=True, priority=p))
+    wait_until(lambda: depth(other, queue) == len(PRIORITIES), 60, "the messages mirrored")
+    ranked = [f"p{i}" for i in sorted(range(len(PRIORITIES)), key=lambda i: (-min(PRIORITIES[i], 9), i))]
+    assert _in_delivery_order(dc1, queue) == _in_delivery_order(dc2, queue) == ranked
+    # consumed on the other side: the acknowledgements come back for the same messages
+    assert [m.body for m in receive(other.url, queue, 8)] == ranked[:8]
+    wait_until(lambda: depth(source, queue) == len(PRIORITIES) - 8, 60, "the acknowledgements mirrored")
+    assert _in_delivery_order(dc1, queue) == _in_delivery_order(dc2, queue) == ranked[8:]
+    assert [m.body for m in receive(source.url, queue, 100)] == ranked[8:]
+    wait_until(lambda: depth(other, queue) == 0, 60, "the rest acknowledged on the other side")

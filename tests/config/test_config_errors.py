@@ -138,6 +138,13 @@ def test_wrong_root_and_missing_core(tmp_path: Path) -> None:
             "bad integer 'x'; expected an integer >= -1",
         ),
         (
+            '<addresses><address name="a"><anycast><queue name="q"><filter string="color ="/></queue>'
+            "</anycast></address></addresses>",
+            "broker.xml:3: core/addresses/address[@name=a]/anycast/queue[@name=q]/filter/@string: invalid "
+            "filter 'color =': expected a value, a property or '(': found the end at position 8; "
+            "expected a filter expression",
+        ),
+        (
             '<address-settings><address-setting match="a.#.b"/></address-settings>',
             "broker.xml:3: core/address-settings/address-setting[@match=a.#.b]/@match: '#' before the end of "
             "match 'a.#.b'; expected '#' only as the last character, e.g. 'news.#'",

@@ -1,6 +1,6 @@
 """`<ha-policy>` read whole (Artemis's HA parameters and defaults), checked per policy and role, with the
-older names accepted and warned about; what is not implemented yet (`<colocated>`, `<scale-down>`, quorum
-voting) refused, what has no effect here noted; a `<manager>` must be one this broker has."""
+older names accepted and warned about; what is not implemented yet (`<colocated>`) refused, `<scale-down>`
+read and checked, what has no effect here noted; a `<manager>` must be one this broker has."""
 
 from __future__ import annotations
 
@@ -245,17 +245,55 @@ def test_lock_manager_properties_are_those_it_reads(
     assert load(write_config, manager(file_manager, ("locks-folder", "/tmp/l")))[1] == []
 
 
-def test_scale_down_is_refused_and_the_names_inside_it_are_checked(write_config: WriteConfig) -> None:
-    body = (
-        "<ha-policy><primary-only><scale-down><conectors><connector-ref>x</connector-ref></conectors>"
-        "<grup-name>g</grup-name></scale-down></primary-only></ha-policy>"
+CONNECTORS = (
+    '<connectors><connector name="a">tcp://h1:61616</connector><connector name="b">tcp://h2:61616</connector>'
+    "</connectors>"
+)
+
+
+def scale_down(inner: str, policy: str = "<primary-only>{}</primary-only>") -> str:
+    return CONNECTORS + "<ha-policy>" + policy.format(f"<scale-down>{inner}</scale-down>") + "</ha-policy>"
+
+
+def test_scale_down_is_read_with_its_connectors_group_and_switch(write_config: WriteConfig) -> None:
+    inner = "<group-name>g1</group-name><connectors><connector-ref>b</connector-ref>"
+    inner += "<connector-ref>a</connector-ref></connectors>"
+    config, problems = load(write_config, scale_down(inner))
+    assert problems == []
+    found = config.ha_policy.scale_down
+    assert found is not None and (found.enabled, found.group_name, found.connectors) == (
+        True,
+        "g1",
+        ("b", "a"),
     )
-    found = errors(write_config, body)
-    assert len(found) == 3
-    assert (
-        "scale-down: not implemented yet: on a stop, the messages stay in this broker's journal" in found[0]
-    )
-    assert "(did you mean <connectors>?)" in found[1] and "(did you mean <group-name>?)" in found[2]
+    off = load(write_config, scale_down("<enabled>false</enabled><group-name>g1</group-name>"))[0]
+    assert off.ha_policy.scale_down is not None and not off.ha_policy.scale_down.enabled
+    assert load(write_config, "")[0].ha_policy.scale_down is None
+
+
+def test_scale_down_names_inside_it_are_checked(write_config: WriteConfig) -> None:
+    found = errors(write_config, scale_down("<conectors/><grup-name>g</grup-name>"))
+    assert "(did you mean <connectors>?)" in found[0] and "(did you mean <group-name>?)" in found[1], found
+
+
+@pytest.mark.parametrize(
+    ("inner", "says"),
+    [
+        ("<connectors><connector-ref>c</connector-ref></connectors>", "no <connector> named 'c'"),
+        ("<group-name>g</group-name>", "<scale-down> needs the members it may move messages to"),
+        ("<enabled>maybe</enabled><connectors><connector-ref>a</connector-ref></connectors>", "maybe"),
+        (
+            '<discovery-group-ref discovery-group-name="dg"/>',
+            "not implemented yet: broker discovery (broadcast and discovery groups)",
+        ),
+    ],
+    ids=["unknown connector", "no members", "bad switch", "discovery group"],
+)
+def test_a_scale_down_that_cannot_work_is_one_clear_error(
+    write_config: WriteConfig, inner: str, says: str
+) -> None:
+    found = errors(write_config, scale_down(inner))
+    assert len(found) == 1 and says in found[0], found
 
 
 def test_parameters_read_with_no_effect_here_are_noted_once_each(write_config: WriteConfig) -> None:

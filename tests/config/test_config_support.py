@@ -280,7 +280,8 @@ def test_a_queue_attribute_or_element(
 
 
 def _ha_body(name: str, value: str) -> str:
-    kind, role = next((k, r) for (k, r), allowed in _ALLOWED.items() if name in allowed)
+    # in a <primary> or <backup> (a <primary-only>'s <scale-down> is in its own table: PRIMARY_ONLY)
+    kind, role = next((k, r) for (k, r), allowed in _ALLOWED.items() if name in allowed and r is not None)
     inner = f"<{name}>{value}</{name}>"
     # quorum voting's parameters are judged where it decides (no <manager>); the others with a manager
     if kind.value == "replication" and name != "manager" and name not in QUORUM_PARAMETERS:
@@ -294,7 +295,9 @@ def _ha_body(name: str, value: str) -> str:
 @pytest.mark.parametrize(
     ("name", "value", "expected"),
     _cases(
-        ELEMENTS["primary"], lambda n: "" if n == "scale-down" else _field_sample(HaPolicy, n), {"manager"}
+        ELEMENTS["primary"],
+        lambda n: "<enabled>false</enabled>" if n == "scale-down" else _field_sample(HaPolicy, n),
+        {"manager"},
     ),
 )
 def test_an_ha_parameter(write_config: WriteConfig, name: str, value: str, expected: Support) -> None:

@@ -36,6 +36,7 @@ EXPECTED |= {
     (B, S.PASSIVE, E.PRIMARY_NOT_FAILED): Step(S.PASSIVE, A.RETRY_LATER),
     (B, S.ACTIVE, E.FAILBACK_REQUESTED): Step(S.STOPPING, A.STEP_DOWN),
     (B, S.STOPPING, E.STEPPED_DOWN): Step(S.PASSIVE, A.WAIT_FOR_LOCK),
+    (B, S.ACTIVATING, E.SCALED_DOWN): Step(S.STOPPED, A.EXIT),
 }
 
 
@@ -60,3 +61,12 @@ def test_a_primary_never_steps_down_nor_retries_like_a_backup() -> None:
 def test_nothing_leaves_stopped() -> None:
     for role, event in itertools.product((P, B), Event):
         assert next_step(role, S.STOPPED, event) == Step(S.STOPPED, A.NONE)
+
+
+def test_a_backup_with_scale_down_scales_down_where_it_would_activate_and_then_stops() -> None:
+    assert next_step(B, S.PASSIVE, E.LOCK_ACQUIRED, scale_down=True) == Step(S.ACTIVATING, A.SCALE_DOWN)
+    assert next_step(B, S.ACTIVATING, E.SCALED_DOWN, scale_down=True) == Step(S.STOPPED, A.EXIT)
+    assert next_step(P, S.PASSIVE, E.LOCK_ACQUIRED, scale_down=True) == Step(S.ACTIVATING, A.ACTIVATE)
+    for state, event in itertools.product(State, Event):  # nothing else changes
+        if (state, event) != (S.PASSIVE, E.LOCK_ACQUIRED):
+            assert next_step(B, state, event, scale_down=True) == next_step(B, state, event)

@@ -148,7 +148,8 @@ def test_what_would_change_meaning_is_refused_one_error_each_on_its_line(
         "graceful-shutdown-enabled": "<graceful-shutdown-enabled>true</graceful-shutdown-enabled>",
         "diverts": '<diverts><divert name="copy"><address>a</address>'
         "<forwarding-address>b</forwarding-address></divert></diverts>",
-        "scale-down": "<ha-policy><primary-only><scale-down/></primary-only></ha-policy>",
+        "connection-routers": '<connection-routers><connection-router name="r"><key-type>CLIENT_ID</key-type>'
+        "</connection-router></connection-routers>",
         "redelivery-delay": '<address-settings><address-setting match="#">'
         "<redelivery-delay>5000</redelivery-delay></address-setting></address-settings>",
     }

@@ -48,8 +48,8 @@ def test_acks_take_their_messages_out_of_a_deep_queue_from_the_nearer_end(tmp_pa
     net.pump()
     queue = net.server("dc2").queues["orders"]
     assert queue.depth == BACKLOG + 4
-    counting = CountingDeque(queue.messages)
-    queue.messages = counting
+    counting = CountingDeque(queue.fifo)
+    queue.fifo = counting
     consume_on_dc1(c1, 4)  # their postAcks reach DC2: the oldest message, and the three newest
     assert queue.depth == BACKLOG and counting.steps <= 10, f"{counting.steps} steps for 4 acks"
     assert net.brokers["dc2"].mirror_target is not None

@@ -74,7 +74,7 @@ def metric(net: Network, name: str, **labels: str) -> float:
 
 
 def bodies(net: Network, queue: str) -> list[bytes]:
-    return [ref.message.payload for ref in net.server("dc2").queues[queue].messages]
+    return [ref.message.payload for ref in net.server("dc2").queues[queue].refs()]
 
 
 def test_a_message_before_its_queue_is_held_unsettled_then_stored_and_accepted(net: Network) -> None:

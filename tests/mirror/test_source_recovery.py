@@ -212,9 +212,9 @@ def test_after_a_restart_an_ack_in_the_journal_waits_for_its_message_in_a_page(n
     assert snf_queue(net).paged >= 5  # the orders' events wait in a page
     tap = start_target(net, on_message=cut_at(net, "o0"))  # cut when the first order arrives
     q = snf_queue(net)
-    assert q.paged == 0 and any(ref.page for ref in q.messages), "no unaccepted event read back from a page"
+    assert q.paged == 0 and any(ref.page for ref in q.refs()), "no unaccepted event read back from a page"
     assert len(c1.receive("orders", 5)) == 5  # five acknowledgements, younger than their messages
-    assert q.messages[-1].page == 0 and net.server("dc1").paging.pages_of(SNF) > 0
+    assert q.refs()[-1].page == 0 and net.server("dc1").paging.pages_of(SNF) > 0
     net.crash("dc1")  # the acknowledgements are in the journal, their messages in a page
     drained(net)
     tap.check_order()
@@ -357,7 +357,7 @@ def pending_truth(net: Network) -> tuple[int, int]:
     """The pending events and their bytes, counted from the events themselves: the SNF queue's references
     (waiting, out on the link) and what its pages hold for it, read from the page files."""
     q = snf_queue(net)
-    refs = list(q.messages)
+    refs = list(q.refs())
     consumer = net.brokers["dc1"].mirror_sources()[0][0].consumer
     if consumer is not None:
         refs += list(consumer.inflight.values())

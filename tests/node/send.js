@@ -2,13 +2,14 @@
 // Send --count messages of --size bytes to --address and print one JSON line of results.
 // Each message carries application property sent_at_ms (wall clock) so a receiver can measure latency.
 // With --rate N the sender paces itself to N msgs/s (for latency runs); otherwise it sends as fast as
-// credit allows. Exits 0 only if every message was accepted.
+// credit allows. With --priorities each message's header priority cycles 0-9 (else none: the default 4).
+// Exits 0 only if every message was accepted.
 const rhea = require('rhea');
 const { parseArgs, connectOptions, nowMs } = require('./args');
 
 const opts = parseArgs(process.argv.slice(2), {
   url: 'amqp://127.0.0.1:5672', address: 'bench', count: 100, size: 1024, durable: false,
-  user: '', password: '', rate: 0, timeout: 60,
+  user: '', password: '', rate: 0, timeout: 60, priorities: false,
 });
 
 const payload = Buffer.alloc(opts.size, 'x');
@@ -36,11 +37,13 @@ function allowed() {
 
 function pump(sender) {
   while (sender.sendable() && counts.sent < allowed()) {
-    sender.send({
+    const message = {
       durable: opts.durable,
       application_properties: { sent_at_ms: nowMs(), seq: counts.sent },
       body: rhea.message.data_section(payload),
-    });
+    };
+    if (opts.priorities) message.priority = counts.sent % 10;
+    sender.send(message);
     counts.sent++;
   }
 }

@@ -33,7 +33,7 @@ def test_the_replay_holds_what_the_broker_holds_with_pages_live_and_removed(tmp_
     consumed = [p for p in client.receive("orders", 90)]  # early pages read back and removed
     assert len(consumed) == 90
     queue = net.server("dc1").queues["orders"]
-    expected = {ref.message.id for ref in queue.messages}
+    expected = {ref.message.id for ref in queue.refs()}
     assert queue.paged > 0
     net.stop("dc1")
     journal = tmp_path / "dc1" / "journal"

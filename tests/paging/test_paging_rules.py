@@ -210,16 +210,16 @@ def read_back_windows(net: Network, client: MemoryClient, count: int) -> list[tu
     queue = net.server("dc1").queues["orders"]
     in_memory = queue.depth - queue.paged
     assert len(client.receive("orders", in_memory)) == in_memory  # what never paged
-    assert not queue.messages and queue.paged > 0
+    assert not queue.refs() and queue.paged > 0
     windows: list[tuple[int, int]] = []
     taken = in_memory
     while taken < count:
-        dry, paged = not queue.messages, queue.paged
+        dry, paged = not queue.refs(), queue.paged
         assert len(client.receive("orders", 1)) == 1
         taken += 1
         if dry:
             read = paged - queue.paged
-            held = [ref.message for ref in queue.messages]
+            held = [ref.message for ref in queue.refs()]
             assert len(held) == read - 1  # one of them went to the consumer
             windows.append((read, sum(len(m.payload) for m in held)))
     return windows
@@ -251,7 +251,7 @@ def test_a_queue_reads_back_at_most_max_read_page_bytes_at_a_time(net: Network) 
         client.send("orders", f"m{i:03d}-" + "x" * 150)
     net.pump()
     queue = net.server("dc1").queues["orders"]
-    sizes = {len(ref.message.payload) for ref in queue.messages}
+    sizes = {len(ref.message.payload) for ref in queue.refs()}
     assert len(sizes) == 1  # every message costs the same
     size = sizes.pop()
     per_window = -(-window // size)  # a read stops once the window is used up: the last one crosses it

@@ -225,20 +225,32 @@ class ArtemisProcess:
         """The broker's node id (``getNodeID``): the id its mirror events carry."""
         return str(self.attribute("broker", "nodeID"))
 
-    def export(self, out: Path, timeout: float = 120.0) -> Path:
-        """``artemis data exp`` of this (stopped or killed) instance's data directory into ``out``, as
-        an operator runs it: Artemis's own tool, its own JVM."""
+    def _data_tool(self, command: str, *args: str) -> list[str]:
+        """The command line of ``artemis data <command>`` on this instance's data directory."""
         java, home, data = java_command(), artemis_home(), self.home / "data"
         assert java is not None
-        argv = [
+        return [
             java, f"-Xmx{self.heap}", "-classpath", str(home / "lib" / "artemis-boot.jar"),
             f"-Dartemis.home={home}", f"-Dartemis.instance={self.home}",
             f"-Dartemis.instance.etc={self.home / 'etc'}",
             f"-Dlog4j2.configurationFile={(self.home / 'etc' / 'log4j2.properties').as_uri()}",
-            "org.apache.activemq.artemis.boot.Artemis", "data", "exp", f"--output={out}",
-            f"--journal={data / 'journal'}", f"--bindings={data / 'bindings'}",
-            f"--paging={data / 'paging'}", f"--large-messages={data / 'large-messages'}",
+            "org.apache.activemq.artemis.boot.Artemis", "data", command, *args,
+            f"--journal={data / 'journal'}", f"--bindings={data / 'bindings'}", f"--paging={data / 'paging'}",
         ]  # fmt: skip
+
+    def print_journal(self, timeout: float = 120.0) -> str:
+        """``artemis data print`` of this (stopped or killed) instance: every journal record, as text."""
+        argv = self._data_tool("print")
+        done = subprocess.run(argv, cwd=self.home, capture_output=True, text=True, timeout=timeout)
+        if done.returncode != 0:
+            raise RuntimeError(f"artemis data print exited {done.returncode}:\n{done.stderr[-3000:]}")
+        return done.stdout
+
+    def export(self, out: Path, timeout: float = 120.0) -> Path:
+        """``artemis data exp`` of this (stopped or killed) instance's data directory into ``out``, as
+        an operator runs it: Artemis's own tool, its own JVM."""
+        large = f"--large-messages={self.home / 'data' / 'large-messages'}"
+        argv = self._data_tool("exp", f"--output={out}", large)
         done = subprocess.run(argv, cwd=self.home, capture_output=True, text=True, timeout=timeout)
         # Artemis's tool exits 0 even when it stopped half way with an exception (it prints the trace)
         if done.returncode != 0 or not out.exists() or "Exception" in done.stdout + done.stderr:

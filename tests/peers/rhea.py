@@ -79,9 +79,12 @@ class Rhea:
         user: str = "",
         password: str = "",
         timeout: float = 60,
+        priorities: bool = False,
     ) -> RheaRun:
+        """`priorities`: header priorities cycling 0-9 (else none: the default 4)."""
         argv = [*self._script("send.js", url, address, count, user, password, timeout), "--size", str(size)]
         argv += ["--rate", str(rate)] + (["--durable"] if durable else [])
+        argv += ["--priorities"] if priorities else []
         return RheaRun(self._spawn(argv), argv=argv)
 
     def start_receive(

@@ -28,8 +28,20 @@ from typing import Any
 
 from amqp_mirror.broker import Broker
 from broker_core.acceptor import AmqpSocket
+from broker_core.amqp.codec import Symbol
 from broker_core.amqp.connection import Connection, Link, Session
-from broker_core.amqp.performatives import Accepted, Attach, Rejected, Source, Target
+from broker_core.amqp.performatives import (
+    Accepted,
+    Attach,
+    Coordinator,
+    Declare,
+    Declared,
+    Discharge,
+    Rejected,
+    Source,
+    Target,
+    TransactionalState,
+)
 from broker_core.config import load_config
 from broker_core.journal.node_id import NODE_ID_FILE
 from broker_core.message import build_message
@@ -418,6 +430,9 @@ class MemoryClient:
         self.senders: dict[str, Link] = {}
         self.receivers: dict[str, Link] = {}
         self.outcomes: dict[int, Any] = {}  # delivery id -> settled state
+        # the broker's word on what it sent us (settled, state): its settlement after a commit
+        self.sent_states: dict[int, tuple[bool, Any]] = {}
+        self.received_states: dict[int, Any] = {}  # the state a transfer to us carried (transactional)
         self.received: dict[str, list[tuple[int, bytes]]] = {}
         self.tag = 0
         self.refusals: list[tuple[str, str]] = []  # (condition, description) of links the broker detached
@@ -451,10 +466,16 @@ class MemoryClient:
         self, link: Link, delivery_id: int, tag: bytes, settled: bool, payload: bytes, message_format: int
     ) -> None:
         self.received.setdefault(link.name, []).append((delivery_id, payload))
+        if link.delivery_state is not None:
+            self.received_states[delivery_id] = link.delivery_state
 
     def on_disposition(
         self, session: Session, role: bool, first: int, last: int, settled: bool, state: Any
     ) -> None:
+        if not role:  # the broker, as the sender, about a delivery it sent us (settled after a commit)
+            for i in range(first, last + 1):
+                self.sent_states[i] = (settled, state)
+            return
         for i in range(first, last + 1):
             if i in session.outgoing_unsettled:
                 self.outcomes[i] = state
@@ -478,9 +499,12 @@ class MemoryClient:
         durable: bool = True,
         to: str | None = None,
         properties: dict[str, Any] | None = None,
+        priority: int = 4,
+        txn: bytes | None = None,
     ) -> int:
-        """Send one message (`address` None: an anonymous sender, the message's `to` decides); returns its
-        delivery id (its outcome lands in `outcomes` when settled)."""
+        """Send one message (`address` None: an anonymous sender, the message's `to` decides), in
+        transaction `txn` if given; returns its delivery id (its outcome lands in `outcomes` when
+        settled)."""
         key = address or ""
         link = self.senders.get(key)
         if link is None:
@@ -491,10 +515,75 @@ class MemoryClient:
             self.network.pump()
         assert link.credit > 0, f"no credit to send to {address}"
         self.tag += 1
-        payload = build_message(body, durable=durable, to=to, application_properties=properties)
-        delivery_id = self.conn.send_delivery(link, self.tag.to_bytes(4, "big"), payload, False)
+        payload = build_message(
+            body, durable=durable, to=to, application_properties=properties, priority=priority
+        )
+        state = None if txn is None else TransactionalState(txn).encode_amqp()
+        delivery_id = self.conn.send_delivery(link, self.tag.to_bytes(4, "big"), payload, False, state=state)
         self._write()
         return delivery_id
+
+    # transactions: a coordinator link, declares and discharges as a transaction controller sends them
+
+    def _controller(self) -> Link:
+        link = self.senders.get("$coordinator")
+        if link is None:
+            assert self.session is not None, "the client is not connected"
+            attach = Attach(name="txn-controller", role=False, source=Source(), target=Coordinator())
+            link = self.senders["$coordinator"] = self.conn.attach(self.session, attach)
+            self._write()
+            self.network.pump()
+        return link
+
+    def control(self, request: Declare | Discharge) -> Any:
+        """Send a declare or a discharge, pump, and return the coordinator's answer (its settled state;
+        None while unanswered)."""
+        link = self._controller()
+        assert link.credit > 0, "no credit on the coordinator link"
+        self.tag += 1
+        delivery_id = self.conn.send_delivery(
+            link, self.tag.to_bytes(4, "big"), build_message(request), False
+        )
+        self._write()
+        self.network.pump()
+        return self.outcomes.get(delivery_id)
+
+    def declare(self) -> bytes:
+        answer = self.control(Declare())
+        assert isinstance(answer, Declared), f"declare answered {answer!r}"
+        return bytes(answer.txn_id)
+
+    def discharge(self, txn: bytes, fail: bool = False) -> Any:
+        """Commit (or roll back, `fail`) and return the answer: Accepted, or Rejected with the reason."""
+        return self.control(Discharge(txn, fail))
+
+    def take(self, address: str, credit: int, txn: bytes | None = None) -> list[tuple[int, bytes]]:
+        """Grant `credit` on a receiver of `address` (acquiring in transaction `txn` if given), pump, and
+        return what arrived (delivery id, payload), left unsettled (see `settle`)."""
+        link = self.receivers.get(address)
+        if link is None:
+            assert self.session is not None, "the client is not connected"
+            attach = Attach(
+                name=f"recv-{address}", role=True, source=Source(address=address), target=Target()
+            )
+            link = self.receivers[address] = self.conn.attach(self.session, attach)
+        properties = None if txn is None else {Symbol("txn-id"): txn}
+        self.conn.flow(link, credit=credit, properties=properties)
+        self._write()
+        self.network.pump()
+        return self.received.pop(link.name, [])
+
+    def settle(
+        self, delivery_id: int, state: Any = None, settled: bool = True, txn: bytes | None = None
+    ) -> None:
+        """The outcome of a received delivery (Accepted by default), in transaction `txn` if given."""
+        assert self.session is not None
+        outcome = Accepted() if state is None else state
+        if txn is not None:
+            outcome = TransactionalState(txn, outcome)
+        self.conn.settle_incoming(self.session, delivery_id, delivery_id, outcome.encode_amqp(), settled)
+        self._write()
+        self.network.pump()
 
     def mirror_link(self, remote_id: str, name: str = "scripted") -> Link:
         """Attach a mirror link as the source broker `remote_id` would (a scripted mirror source: its

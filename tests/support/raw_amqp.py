@@ -38,6 +38,7 @@ class RawPeer:
         self.buffer = b""
         self.headers: list[bytes] = []  # protocol headers the broker sent, in order
         self.eof = False
+        self.last_payload = b""  # what followed the performative `wait_for` returned (a transfer's message)
 
     def __enter__(self) -> RawPeer:
         return self
@@ -103,6 +104,7 @@ class RawPeer:
                 end = "EOF" if self.eof else "timeout"
                 raise AssertionError(f"no {kind.__name__} from the broker ({end}); saw {seen}")
             if isinstance(f.performative, kind):
+                self.last_payload = f.payload
                 return f.performative
             seen.append(type(f.performative).__name__)
 
