@@ -55,7 +55,7 @@ def expire(net: Network, side: str, queue: str, message_id: int) -> None:
 
 def identities(net: Network, side: str, queue: str) -> list[tuple[str, int]]:
     server = net.server(side)
-    return [server.index.identity_of(ref.message) for ref in server.queues[queue].messages]
+    return [server.index.identity_of(ref.message) for ref in server.queues[queue].refs()]
 
 
 def test_an_expiry_copy_keeps_its_original_identity_on_both_sides(net: Network) -> None:
@@ -113,7 +113,7 @@ def test_management_removes_a_paged_message_by_its_id(net: Network) -> None:
     net.pump()
     queue = net.server("dc1").queues["orders"]
     assert queue.paged > 150
-    in_memory = {ref.message.id for ref in queue.messages}
+    in_memory = {ref.message.id for ref in queue.refs()}
     newest = max(in_memory) + queue.paged  # ids are given in order: the last message sent is paged
     invoke = net.brokers["dc1"].management.invoke
     assert invoke("queue.orders", "removeMessage", [newest]) is True
