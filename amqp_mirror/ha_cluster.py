@@ -170,7 +170,8 @@ class ClusterMembership:
         self.members: list[Member] = []
         self.clients: list[OutboundConnection] = []
         self.largest = 1  # the most node ids seen active at once, this server's own counted
-        self.counts: Counter[str] = Counter()  # votes asked (won, lost) and cast (yes, no): the metrics
+        # votes asked ("asked <question> <won|lost>") and cast ("cast <question> <yes|no>"): the metrics
+        self.counts: Counter[str] = Counter()
         cluster = config.cluster_connection()
         for connector in config.ha_partners():
             member = Member(self, connector)

@@ -65,14 +65,14 @@ class QuorumVoting:
                     self.name,
                     node_id,
                 )
-                self.membership.counts["lost"] += 1
+                self.membership.counts[f"asked {question.value} {Outcome.LOST.value}"] += 1
                 return False
             size = self.membership.size(policy.quorum_size)
             tally = await self.membership.vote(
                 question, node_id, size, wait, f"{attempt}/{policy.vote_retries}"
             )
             outcome = final(tally, self.healthy())
-            self.membership.counts[outcome.value] += 1
+            self.membership.counts[f"asked {question.value} {outcome.value}"] += 1
             log.info(
                 "AMQ951102: %s's vote on node id %s: %s (%d yes of %d needed; %d of %d voters cast)",
                 self.name,

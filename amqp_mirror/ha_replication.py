@@ -359,7 +359,7 @@ class ReplicationCoordinator:
                     membership.connector,
                     self.policy.group_name,
                     membership.topology,
-                    lambda _, yes: counts.update(["cast yes" if yes else "cast no"]),
+                    lambda question, yes: counts.update([f"cast {question.value} {'yes' if yes else 'no'}"]),
                 ),
             )
             self._cluster_changed()

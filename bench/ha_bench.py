@@ -6,6 +6,8 @@ on loopback; replication with a real three-node ZooKeeper ensemble).
     .venv/bin/python bench/ha_bench.py --failover replication --how stop --rounds 10
     .venv/bin/python bench/ha_bench.py --failover replication --how stop-lagging --rounds 10
     .venv/bin/python bench/ha_bench.py --throughput 30000 --repeat 3           # replicated ÷ lone primary
+    .venv/bin/python bench/ha_bench.py --modes all --how kill --rounds 5       # every mode, own hosts
+    .venv/bin/python bench/ha_bench.py --modes all --how partition --rounds 5
 
 Failover: from the failure of the active primary to the first durable message Accepted by the backup,
 median of `--rounds` fresh pairs. The client tries a connect and a send every `--poll` ms (10) after the
@@ -19,6 +21,14 @@ failure, so the figure includes up to that much of its own waiting and a connect
   sent without waiting (journalled and streamed, their confirmations held for the backup), the primary
   is stopped, and the backup resumes `--lag` ms later; the hand-over waits for it to have every batch,
   so the figure includes the lag and the catch-up.
+
+Every mode side by side (`--modes`: shared-store, zookeeper, quorum, postgresql, or all; needs root): each
+round builds the mode as the fault soak does (tests/support/ha_modes.py: each server and coordinator on a
+host of its own, a network namespace; session-ms 2000, connection-ttl 1000 ms, quorum-vote-wait 2 s,
+vote-retry-wait 500 ms), and `--how kill` (kill -9 of node 1's primary) or `--how partition` (its host
+cut from every other host: partner, coordinator, other members, clients) to the first durable message
+Accepted by its backup. A shared-store pair does not fail over on a partition (the primary keeps its
+lock on the storage): n/a.
 
 Throughput: rhea sends `--throughput` durable 1 KiB messages to a lone primary (no HA) and to a
 replicated primary with its backup synchronized (each confirmation waits for the backup too), in
@@ -51,6 +61,7 @@ from tests.peers.zookeeper import running_ensemble  # noqa: E402
 from tests.support.broker import BrokerProcess  # noqa: E402
 from tests.support.client import send  # noqa: E402
 from tests.support.ha import ORDERS, replicated_pair, shared_pair  # noqa: E402
+from tests.support.ha_modes import MAKERS, SESSION_MS, TTL_MS  # noqa: E402
 
 
 def synchronized(primary: BrokerProcess) -> bool:
@@ -102,6 +113,53 @@ def failover_round(
         backup.kill()
 
 
+def mode_round(mode: str, home: Path, how: str, poll: float, backlog: int) -> float:
+    """One fresh `mode`, node 1's primary failed `how`: seconds to the first Accepted on its backup."""
+    with ExitStack() as stack:
+        setup = MAKERS[mode](stack, home)
+        primary, backup = setup.nodes["node1"]
+        stack.callback(lambda: [s.kill() for servers in setup.nodes.values() for s in servers])
+        if backlog:
+            send(primary.url, "orders", [f"m{i}" for i in range(backlog)])
+        if mode != "shared-store":
+            wait_until(lambda: synchronized(primary), 60, "the backup to synchronize")
+        t0 = time.monotonic()
+        if how == "kill":
+            primary.kill()
+        else:
+            topology = setup.topology
+            assert topology is not None
+            for host in topology.addresses:
+                if host != primary.name:
+                    topology.cut(primary.name, host)
+        while time.monotonic() - t0 < 120:
+            try:
+                send(backup.url, "orders", ["after"])
+                return time.monotonic() - t0
+            except Exception:
+                time.sleep(poll)
+        raise TimeoutError(f"{mode}: no failover within 120 s")
+
+
+def modes(names: list[str], how: str, rounds: int, poll: float, backlog: int) -> None:
+    print(
+        f"session-ms {SESSION_MS}, connection-ttl {TTL_MS} ms, quorum-vote-wait 2 s, vote-retry-wait 500 ms"
+    )
+    for mode in names:
+        if how == "partition" and mode == "shared-store":
+            print(f"{mode:13} {how}: n/a (the primary keeps its lock on the shared storage)")
+            continue
+        times = []
+        for i in range(rounds):
+            with tempfile.TemporaryDirectory(prefix=f"ha-bench-{mode}-") as tmp:
+                times.append(mode_round(mode, Path(tmp), how, poll, backlog) * 1000)
+            print(f"{mode} round {i + 1}: {times[-1]:.0f} ms", flush=True)
+        print(
+            f"{mode:13} {how}: median {statistics.median(times):.0f} ms ({min(times):.0f}-{max(times):.0f})",
+            flush=True,
+        )
+
+
 def throughput(home: Path, zk: str, count: int, repeat: int) -> None:
     lone = BrokerProcess(home / "lone", name="lone", xml_kwargs={"addresses": ORDERS}).start()
     primary, backup = replicated_pair(home / "pair", zk, "throughput")
@@ -130,7 +188,10 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--failover", choices=["shared-store", "replication"])
-    parser.add_argument("--how", choices=["kill", "stop", "stop-lagging"], default="kill")
+    parser.add_argument("--how", choices=["kill", "stop", "stop-lagging", "partition"], default="kill")
+    parser.add_argument(
+        "--modes", help="comma-separated: shared-store, zookeeper, quorum, postgresql; or all"
+    )
     parser.add_argument("--burst", type=int, default=2000, help="stop-lagging: messages the backup lags by")
     parser.add_argument("--lag", type=float, default=0.5, help="stop-lagging: seconds the backup is paused")
     parser.add_argument("--rounds", type=int, default=10)
@@ -140,6 +201,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     print(compiled.status(), flush=True)
+    if args.modes:
+        names = list(MAKERS) if args.modes == "all" else args.modes.split(",")
+        modes(names, args.how, args.rounds, args.poll, min(args.backlog, 100))
+        return
     with tempfile.TemporaryDirectory(prefix="ha-bench-") as tmp, ExitStack() as stack:
         zk = ""
         if args.failover == "replication" or args.throughput:

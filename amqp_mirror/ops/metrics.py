@@ -29,6 +29,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from broker_core import compiled
+from broker_core.ha.quorum import Outcome, Question
 from broker_core.histogram import Histogram
 from broker_core.management import BROKER
 from connections.queue_links import QueueLinks
@@ -149,6 +150,7 @@ class BrokerCollector(Collector):
                 "Replicas this server dropped (and fenced off) for not confirming within call-timeout.",
                 node.ha.coordinator.counters().get("replicas_dropped_lagging", 0),
             )
+            yield from _votes(node.ha.coordinator.counters())
         failovers = CounterMetricFamily(
             PREFIX + "ha_failovers", "HA transitions of this server, by reason.", labels=["reason"]
         )
@@ -639,6 +641,29 @@ def _replica_synced(node: Node) -> bool:
 
 def _family(kind: Any, name: str, help_: str, labels: Iterable[str]) -> Any:
     return kind(PREFIX + name, help_, labels=list(labels))
+
+
+def _votes(counters: dict[str, int]) -> Iterator[Metric]:
+    """Quorum voting: the votes this server asked, by question and outcome, and those it cast, by
+    question and answer (every combination, zero until it happens; a server with a lock manager has none)."""
+    asked = CounterMetricFamily(
+        PREFIX + "ha_votes_asked",
+        "Quorum votes this server asked (AMQ951100/AMQ951102), by question and outcome (lost: too few yes "
+        "within quorum-vote-wait, or isolated by the network check).",
+        labels=["question", "outcome"],
+    )
+    cast = CounterMetricFamily(
+        PREFIX + "ha_votes_cast",
+        "Quorum votes this server cast for another member (AMQ951101), by question and answer.",
+        labels=["question", "vote"],
+    )
+    for question in (q.value for q in Question):
+        for outcome in (Outcome.WON.value, Outcome.LOST.value):
+            asked.add_metric([question, outcome], counters.get(f"votes asked {question} {outcome}", 0))
+        for vote in ("yes", "no"):
+            cast.add_metric([question, vote], counters.get(f"votes cast {question} {vote}", 0))
+    yield asked
+    yield cast
 
 
 def _gauge(name: str, help_: str, value: float) -> GaugeMetricFamily:

@@ -11,13 +11,16 @@ and each test fails a different pair:
 - pair 1: primary 1 is killed: its backup asks the two other active servers, wins, and takes over with
   every confirmed send.
 
-The test is the client host: it reaches each server at its own address."""
+The test is the client host: it reaches each server at its own address, and its metrics endpoint (every
+server's on port 9100 of its own host) for the vote counters."""
 
 from __future__ import annotations
 
+import urllib.request
 from collections.abc import Iterator
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from connections.cli import Management
 from connections.failover import FailoverConnection
@@ -27,7 +30,9 @@ from tests.support import netns
 from tests.support.broker import BrokerProcess
 from tests.support.client import receive
 from tests.support.ha import Producer, failover_uri, replicated_servers, stays, still_serving
+from tests.support.ops import metrics_xml
 
+METRICS_PORT = 9100
 NESTED = "amqp.idleTimeout=1000&transport.connectTimeout=1000"
 PAIRS = (1, 2, 3)
 VOTING = "<vote-retries>10</vote-retries><vote-retry-wait>500</vote-retry-wait>" + (
@@ -46,6 +51,18 @@ class Cluster:
     def status(self, name: str) -> dict:  # type: ignore[type-arg]
         with Management(self.servers[name].url) as management:
             return dict(management.call("getHAStatus", []))
+
+    def votes(self, name: str, family: str, question: str, label: str) -> float:
+        """One sample of `amqp_mirror_ha_votes_<family>_total` scraped from server `name`'s /metrics."""
+        url = f"http://{self.topology.address(name)}:{METRICS_PORT}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            text = response.read().decode()
+        wanted = {"question": question, "outcome" if family == "asked" else "vote": label}
+        for metric in text_string_to_metric_families(text):
+            for sample in metric.samples:
+                if sample.name == f"amqp_mirror_ha_votes_{family}_total" and sample.labels == wanted:
+                    return sample.value
+        raise AssertionError(f"no amqp_mirror_ha_votes_{family}_total{wanted} in {name}'s metrics")
 
     def isolate(self, host: str) -> None:
         for other in self.topology.addresses:
@@ -78,6 +95,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             prefixes={host: topology.prefix(host) for host in hosts},
             port=5672,
             manager="",
+            extra=metrics_xml(METRICS_PORT, host="0.0.0.0"),
         )
         with topology.entered("client"):
             for server in servers:
@@ -134,6 +152,12 @@ def test_a_backup_cut_from_its_primary_alone_never_activates(cluster: Cluster) -
     # primary 2 lost its backup too: it asked to stay active (vote-on-replication-failure), was seen, stays
     assert any(" votes yes " in line and " on stay-active " in line for line in votes), votes
     assert "AMQ951102: p2's vote on node id" in primary.log() and "AMQ951105" not in primary.log()
+    # ... and the metrics count what the logs say, on each side
+    assert cluster.votes("b2", "asked", "primary-gone", "lost") >= 1
+    assert cluster.votes("b2", "asked", "primary-gone", "won") == 0
+    assert sum(cluster.votes(f"p{n}", "cast", "primary-gone", "no") for n in (1, 3)) == len(on_backup)
+    assert sum(cluster.votes(f"p{n}", "cast", "primary-gone", "yes") for n in (1, 3)) == 0
+    assert cluster.votes("p2", "asked", "stay-active", "won") >= 1
     synchronized_before = backup.log().count("AMQ221024")
     cluster.topology.heal("b2", "p2")
     wait_until(lambda: backup.log().count("AMQ221024") > synchronized_before, 30, "backup 2 to copy again")
@@ -174,6 +198,8 @@ def test_a_backup_takes_over_when_its_primary_is_killed(cluster: Cluster) -> Non
         producer.join(60)
     wait_until(lambda: "AMQ221010" in backup.log(), 30, "backup 1 to take over")
     assert " won (2 yes of 2 needed" in backup.log()
+    assert cluster.votes("b1", "asked", "primary-gone", "won") == 1
+    assert cluster.votes("p2", "cast", "primary-gone", "yes") >= 1
     still_serving(backup, 2, "backup 1")
     got = [m.body for m in receive(backup.url, "orders", 310, timeout=3)]
     assert sorted(got) == list(range(300)), f"{len(got)} received, {len(set(got))} distinct of 300"

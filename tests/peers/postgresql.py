@@ -71,6 +71,9 @@ class PostgreSQL:
              "--no-sync"],
             check=True, capture_output=True, timeout=120,
         )  # fmt: skip
+        if self.host != LOOPBACK:  # initdb trusts loopback only: a server on a host of its own trusts its net
+            with (data / "pg_hba.conf").open("a") as hba:
+                hba.write("host all all samenet trust\n")
 
     def start(self) -> None:
         bin_dir = _bin()

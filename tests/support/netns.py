@@ -81,24 +81,30 @@ class Topology:
 
     def cut(self, a: str, b: str) -> None:
         """Nothing goes between hosts `a` and `b`, either way."""
-        for here, there in ((a, b), (b, a)):
-            for address in self.addresses[there]:
-                if (here, there, address) not in self._cuts:
-                    ns = self.namespace(here)
-                    _ip(
-                        "-n",
-                        ns,
-                        "neigh",
-                        "replace",
-                        address,
-                        "lladdr",
-                        NOWHERE,
-                        "dev",
-                        "eth0",
-                        "nud",
-                        "permanent",
-                    )
-                    self._cuts.add((here, there, address))
+        self.cut_one_way(a, b)
+        self.cut_one_way(b, a)
+
+    def cut_one_way(self, here: str, there: str) -> None:
+        """Nothing `here` sends reaches `there`; what `there` sends still arrives (a one-way partition:
+        a TCP connection between them hears its peer but its own segments, and acknowledgements, are
+        lost). `heal(here, there)` mends it."""
+        for address in self.addresses[there]:
+            if (here, there, address) not in self._cuts:
+                ns = self.namespace(here)
+                _ip(
+                    "-n",
+                    ns,
+                    "neigh",
+                    "replace",
+                    address,
+                    "lladdr",
+                    NOWHERE,
+                    "dev",
+                    "eth0",
+                    "nud",
+                    "permanent",
+                )
+                self._cuts.add((here, there, address))
 
     def heal(self, a: str, b: str) -> None:
         for here, there in ((a, b), (b, a)):

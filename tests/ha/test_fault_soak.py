@@ -1,0 +1,350 @@
+"""A fault-schedule soak, Jepsen's method, for each HA mode: shared store, replication with ZooKeeper,
+with quorum voting (three pairs), and with PostgreSQL. The replicated servers, the lock manager and the
+clients are each on a host of their own (network namespaces, tests/support/netns.py); the shared-store
+pair shares one host, as its directory must.
+
+Clients: for each node id a producer and a consumer, each on the failover client over the pair, the
+producer sending numbered messages with duplicate detection (a send cut off in doubt is sent again with
+its id). Meanwhile a seeded random schedule, one fault at a time: kill -9 of a server, SIGSTOP of one for
+longer than the lock manager's session, the cluster connection's ttl and the vote's wait (then SIGCONT),
+symmetric and one-way partitions between any two hosts, ZooKeeper losing its majority or PostgreSQL
+stopped. After each fault: healed, every server that is not running started again (as a service manager
+would), and the clients must make progress again. At the end, the consumers drain, and the checker
+(tests/support/history.py) reads the clients' records and the servers' logs: every confirmed send
+received, nothing received that was never sent, no message stored twice, and never two servers active
+for one node id. Each mode prints its counts, its history of who was active when, and its seed.
+
+Short by default (a CI form: ZooKeeper and PostgreSQL on seed 11); `AMQP_MIRROR_SOAK_SECONDS` sets how
+long each mode's schedule runs, `AMQP_MIRROR_SOAK_SEED` replays a schedule (`random` draws a new one),
+`AMQP_MIRROR_SOAK_MODES` picks modes (comma-separated, or `all`). The long form: `AMQP_MIRROR_SOAK_SEED=random
+AMQP_MIRROR_SOAK_MODES=all AMQP_MIRROR_SOAK_SECONDS=3600`. Clock jumps are not in the schedule: they need
+libfaketime, which the test machines do not have."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from connections.failover import FailoverConnection, InDoubtError, ReceiveTimeout
+from tests.peers.ports import WaitTimeout, wait_until
+from tests.support.broker import BrokerProcess
+from tests.support.client import receive
+from tests.support.ha import Producer, failover_uri
+from tests.support.ha_modes import MAKERS, SESSION_MS, Heal, Setup
+from tests.support.history import ClientRecord, Event, Receipt, check, intervals, log_events, overlaps
+
+SECONDS = float(os.environ.get("AMQP_MIRROR_SOAK_SECONDS", "20"))  # each mode's schedule
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(int(SECONDS * 2 + 400))]
+# CI's short form replays one schedule known to pass (a failure there is a regression, not bad luck);
+# AMQP_MIRROR_SOAK_SEED=random draws a new one (printed, to replay), as the long form should
+_SEED = os.environ.get("AMQP_MIRROR_SOAK_SEED", "11")
+SEED = random.randrange(1 << 32) if _SEED == "random" else int(_SEED)
+MODES = ("shared-store", "zookeeper", "quorum", "postgresql")
+# by default the replication modes with a lock manager (CI's short form); "all", or some, comma-separated
+CHOSEN = (
+    os.environ.get("AMQP_MIRROR_SOAK_MODES", "zookeeper,postgresql")
+    .replace("all", ",".join(MODES))
+    .split(",")
+)
+NESTED = "amqp.idleTimeout=1000&transport.connectTimeout=1000"
+PAUSE = (SESSION_MS / 1000 + 1, SESSION_MS / 1000 + 3)  # longer than the session, the ttl, a vote's wait
+HOLD = (2.0, 6.0)  # how long a partition or a coordinator outage lasts
+PROGRESS = 90.0  # after a fault is healed, each node id's producer must confirm again within this
+# A paused active server wakes up still active in its own view until its first lock check (or vote)
+# stops it: it confirms nothing then (its backup is gone: what it would confirm waits for the fence,
+# which fails), but its log says it was active. Overlaps up to this long, right after a SIGCONT, are
+# that, and are printed; longer ones fail the test.
+WOKEN_TOLERANCE = 1.0
+
+BODIES = (
+    10**9
+)  # each client's bodies (and its consumer's connections) are numbered from its number times this
+
+
+class Clients:
+    """One node id's producer and consumer, each on the failover client over the node's servers."""
+
+    def __init__(self, uri: str, number: int) -> None:
+        self.uri = uri
+        self.first = number * BODIES  # bodies of its own: the checker merges every client's record
+        self.consumer = number
+        self.record = ClientRecord()
+        self.producer = Producer()
+        self.done = threading.Event()
+        self.errors: list[BaseException] = []
+        self._consumer = threading.Thread(target=self._consume, daemon=True)
+
+    def start(self) -> None:
+        self.producer.start(self.uri, self._numbers())
+        self._consumer.start()
+
+    def _numbers(self) -> Iterator[int]:
+        n = self.first
+        while True:
+            self.record.attempted.add(n)
+            yield n
+            n += 1
+
+    def confirmed(self) -> int:
+        return len(self.producer.confirmed)
+
+    def _consume(self) -> None:
+        try:
+            with FailoverConnection(self.uri) as conn:
+                receiver = conn.receiver("orders")
+                while not self.done.is_set():
+                    try:
+                        message = receiver.receive(timeout=1)
+                    except ReceiveTimeout:
+                        continue
+                    connection = self.consumer * BODIES + conn.generation  # one of this consumer's
+                    self.record.receipts.append(Receipt(message.body, connection))
+                    with suppress(InDoubtError):  # it may come again: a redelivery, the checker tells
+                        receiver.accept()
+        except BaseException as exc:
+            self.errors.append(exc)
+
+    def stop_producing(self) -> None:
+        self.producer.stop.set()
+        thread = self.producer._thread
+        assert thread is not None
+        thread.join(30)
+        self.record.confirmed = set(self.producer.confirmed)
+
+
+def drain(clients: list[Clients], confirmed: set[int]) -> None:
+    """Until every confirmed send came to some consumer and then nothing more for two seconds (or 20 s
+    passed: what is missing may be on a server no consumer is on, which the sweep takes)."""
+
+    def received() -> set[int]:
+        return {r.body for client in clients for r in client.record.receipts}
+
+    with suppress(WaitTimeout):
+        wait_until(lambda: confirmed <= received(), 20, "the consumers to drain")
+    count = -1
+    while count != sum(len(client.record.receipts) for client in clients):
+        count = sum(len(client.record.receipts) for client in clients)
+        time.sleep(2)  # a window: anything still to come (a phantom, a duplicate) comes in it
+    for client in clients:
+        client.done.set()
+    for client in clients:
+        client._consumer.join(10)
+
+
+@dataclass
+class Soak(Setup):
+    """A mode under the schedule: the faults it can suffer, its history."""
+
+    events: list[Event] = field(default_factory=list)
+    schedule: list[str] = field(default_factory=list)
+    began: float = field(default_factory=time.monotonic)
+
+    def servers(self) -> list[BrokerProcess]:
+        return [server for servers in self.nodes.values() for server in servers]
+
+    def running(self) -> list[BrokerProcess]:
+        return [s for s in self.servers() if s.proc is not None and s.proc.poll() is None]
+
+    def faults(self) -> list[Callable[[random.Random], tuple[str, Heal]]]:
+        faults = [self.kill, self.pause]
+        if self.topology is not None:
+            faults += [self.cut, self.cut_one_way]
+        if self.coordinator is not None:
+            faults.append(self.coordinator[1])
+        return faults
+
+    # ------------------------------------------------------------------------------------- faults
+
+    def kill(self, rng: random.Random) -> tuple[str, Heal]:
+        server = rng.choice(self.running())
+        server.kill()
+        return f"kill -9 {server.name}", lambda: None
+
+    def pause(self, rng: random.Random) -> tuple[str, Heal]:
+        server = rng.choice(self.running())
+        assert server.proc is not None
+        pid, seconds = server.proc.pid, rng.uniform(*PAUSE)
+        os.kill(pid, signal.SIGSTOP)
+        self.events.append(Event(time.time(), server.name, "paused"))
+
+        def resume() -> None:
+            os.kill(pid, signal.SIGCONT)
+            self.events.append(Event(time.time(), server.name, "resumed"))
+
+        return f"SIGSTOP {server.name} ({seconds:.1f}s)", self._after(seconds, resume)
+
+    def hosts(self) -> list[str]:
+        assert self.topology is not None
+        return list(self.topology.addresses)
+
+    def cut(self, rng: random.Random) -> tuple[str, Heal]:
+        assert self.topology is not None
+        a, b = rng.sample(self.hosts(), 2)
+        self.topology.cut(a, b)
+        topology = self.topology
+        return f"partition {a} | {b}", lambda: topology.heal(a, b)
+
+    def cut_one_way(self, rng: random.Random) -> tuple[str, Heal]:
+        assert self.topology is not None
+        a, b = rng.sample(self.hosts(), 2)
+        self.topology.cut_one_way(a, b)
+        topology = self.topology
+        return f"one-way partition {a} -> {b}", lambda: topology.heal(a, b)
+
+    @staticmethod
+    def _after(seconds: float, heal: Heal) -> Heal:
+        """A fault that lasts `seconds` whatever the schedule's hold: the heal waits out the rest."""
+        until = time.monotonic() + seconds
+
+        def healed() -> None:
+            time.sleep(max(until - time.monotonic(), 0))
+            heal()
+
+        return healed
+
+    # ----------------------------------------------------------------------------------- the run
+
+    def say(self, what: str) -> None:
+        line = f"{time.monotonic() - self.began:7.1f}s {what}"
+        self.schedule.append(line)
+        print(f"[{self.mode}] {line}", flush=True)
+
+    def restart_dead(self) -> None:
+        for server in self.servers():
+            if server.proc is not None and server.proc.poll() is not None:
+                self.say(f"start {server.name} again (it exited with {server.proc.returncode})")
+                server.ready_text = ""  # it may wait as a backup, or replicate before failing back
+                server.start()
+
+    def run(self, clients: dict[str, Clients], seed: int, seconds: float) -> None:
+        rng = random.Random(seed)
+        faults = self.faults()
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            fault = rng.choice(faults)
+            what, heal = fault(rng)
+            hold = rng.uniform(*HOLD)
+            self.say(what)
+            time.sleep(hold)  # the fault's length: the schedule, not a wait for something
+            heal()
+            self.say("healed")
+            self.restart_dead()
+            self.wait_progress(clients, seed)
+
+    def wait_progress(self, clients: dict[str, Clients], seed: int) -> None:
+        for node, client in clients.items():
+            before = client.confirmed()
+
+            def progressed(client: Clients = client, before: int = before) -> bool:
+                self.restart_dead()  # as a service manager would, meanwhile (a woken server may halt)
+                return client.confirmed() >= before + 3
+
+            wait_until(
+                progressed,
+                PROGRESS,
+                f"{self.mode}: node {node}'s producer to confirm again after a fault (seed {seed}, "
+                f"schedule: {self.schedule})",
+            )
+
+    def sweep(self) -> list[Receipt]:
+        """What is left on each running server's queue, taken directly (a passive one refuses)."""
+        left = []
+        for i, server in enumerate(self.running()):
+            with suppress(Exception):
+                left += [Receipt(m.body, -1 - i) for m in receive(server.url, "orders", 10**6, timeout=2)]
+        return left
+
+    def history(self) -> list[Event]:
+        events = list(self.events)
+        for server in self.servers():
+            logs = sorted(server.home.glob("broker-*.log"), key=lambda p: int(p.stem.split("-")[1]))
+            alive = server.proc is not None and server.proc.poll() is None
+            for i, path in enumerate(logs):
+                ended = i < len(logs) - 1 or not alive
+                events += log_events(server.name, path.read_text(errors="replace"), ended)
+        return events
+
+
+def soak(make: Callable[[ExitStack, Path], Setup], tmp_path: Path) -> None:
+    seed = SEED
+    with ExitStack() as stack:
+        setup = make(stack, tmp_path)
+        mode = Soak(setup.mode, setup.nodes, setup.topology, setup.coordinator)
+        stack.callback(lambda: [s.kill() for s in mode.servers()])
+        clients = {
+            node: Clients(failover_uri([s.url for s in servers], NESTED), i + 1)
+            for i, (node, servers) in enumerate(mode.nodes.items())
+        }
+        for client in clients.values():
+            stack.callback(client.producer.stop.set)
+            stack.callback(client.done.set)
+            client.start()
+        mode.wait_progress(clients, seed)
+        mode.say(f"schedule of {SECONDS:g}s, seed {seed}")
+        mode.run(clients, seed, SECONDS)
+        if mode.topology is not None:
+            mode.topology.heal_all()
+        mode.restart_dead()
+        mode.wait_progress(clients, seed)
+        for client in clients.values():
+            client.stop_producing()
+        # one record: a client learns the cluster (failover-server-list) and may fail over to another
+        # node id's server, where its messages then are
+        record = ClientRecord()
+        for client in clients.values():
+            record.attempted |= client.record.attempted
+            record.confirmed |= client.record.confirmed
+        drain(list(clients.values()), record.confirmed)
+        for client in clients.values():
+            record.receipts += client.record.receipts
+        record.receipts += mode.sweep()
+        node_of = {s.name: node for node, servers in mode.nodes.items() for s in servers}
+        active = intervals(mode.history(), node_of, time.time())
+        verdict = check(record, active, WOKEN_TOLERANCE)
+        print(f"[{mode.mode}] {verdict.counts()} (seed {seed})")
+        problems = verdict.problems()
+        for node, client in clients.items():
+            problems += [f"node {node}: client error {e!r}" for e in client.errors + client.producer.errors]
+        for i in active:
+            print(f"[{mode.mode}] {i.server} active for node {i.node}: {i.end - i.start:.1f}s")
+        woken = overlaps(active)
+        if woken:
+            print(f"[{mode.mode}] overlaps within {WOKEN_TOLERANCE}s: {[round(s, 3) for *_, s in woken]}")
+        replay = f"AMQP_MIRROR_SOAK_SEED={seed} AMQP_MIRROR_SOAK_MODES={mode.mode}"
+        print(f"[{mode.mode}] seed {seed}: replay with {replay}")
+        assert not problems, f"{mode.mode}, seed {seed}: {problems}\nschedule: {mode.schedule}"
+
+
+# Quorum voting loses confirmed sends under a pause (seed 7): a primary paused past its backup's vote
+# wakes up; its vote to stay active finds no voter (its cluster links are still down) and is retried;
+# meanwhile its backup, active with a newer journal, is killed; the retry is won (the voters see the
+# primary at its connector again) and the primary goes on with the older journal: what the backup
+# confirmed while active is set aside when it copies from the primary again. A voter would have to
+# know the node id's newest activation to refuse; until then this mode is expected to fail sometimes.
+QUORUM_LOSES_UNDER_A_PAUSE = pytest.mark.xfail(
+    reason="quorum voting: a woken primary may win its stay-active vote after its newer backup died "
+    "(AMQP_MIRROR_SOAK_SEED=7)",
+    strict=False,
+)
+
+
+@pytest.mark.parametrize(
+    "mode", [pytest.param(m, marks=QUORUM_LOSES_UNDER_A_PAUSE) if m == "quorum" else m for m in MODES]
+)
+def test_no_confirmed_send_is_lost_and_never_two_actives_under_a_fault_schedule(
+    mode: str, tmp_path: Path
+) -> None:
+    if mode not in CHOSEN:
+        pytest.skip(
+            f"this run soaks {','.join(CHOSEN)} (seed {SEED}; AMQP_MIRROR_SOAK_MODES=all for every mode)"
+        )
+    soak(MAKERS[mode], tmp_path)
