@@ -160,7 +160,7 @@ TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest
     "spark_dr/": "spark",
     "spark_dr/test_artemis_export.py": "pure",
     "spark_dr/test_survivor_operations.py": "pure",
-    "spark_dr/test_history.py": "pure",
+    "spark_dr/test_journal_history.py": "pure",
     "spark_dr/test_repair_payloads.py": "pure",
     "installed/": "installed",
     "ws/": "integration",
