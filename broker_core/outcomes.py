@@ -190,7 +190,13 @@ class Outcomes:
             if reason == AckReason.EXPIRED:  # the copy must not expire again on arrival, nor be mirrored
                 origin[ACTUAL_EXPIRY] = int(self.clock_ms())  # epoch ms, a long as Artemis's
                 payload = MessageView(view.with_header(_without_ttl(view))).with_message_annotations(origin)
-                self.router.route(target, payload, MessageView(payload), no_expiry=True, cause=EXPIRY_COPY)
+                # Each side makes its own copy; it keeps its original's identity (as a mirrored dead
+                # letter has one identity on both sides), so a mirrored acknowledgement of one side's
+                # copy settles the other's, and a DR reconciliation pairs the two copies.
+                identity = (msg.origin_broker_id, msg.mirror_id)
+                self.router.route(
+                    target, payload, MessageView(payload), no_expiry=True, cause=EXPIRY_COPY, origin=identity
+                )
             else:  # a dead-letter copy is an ordinary routing, and is mirrored
                 payload = view.with_message_annotations(origin)
                 self.router.route(target, payload, MessageView(payload), cause=cause)

@@ -135,7 +135,49 @@ class QueueOperations:
 
     def remove_one(self, name: str, message_id: int) -> bool:
         """Artemis's removeMessage(messageID): whether the waiting message with that id was removed."""
-        return self._remove(name, lambda ref: ref.message.id == message_id, 1) == 1
+        q = self.queue(name)
+        ref = self._take_one(q, message_id)
+        if ref is None:
+            return False
+        self.server.outcomes.acknowledge(ref, AckReason.KILLED)
+        q.killed += 1
+        self.server.log.info("AMQ951061: queue %s: %d messages removed by management (user %s)",
+                             name, 1, self.requester() or "<anonymous>")  # fmt: skip
+        return True
+
+    def dead_letter_one(self, name: str, message_id: int) -> bool:
+        """Artemis's sendMessageToDeadLetterAddress(messageID): the waiting message with that id moved
+        to the queue's dead-letter address (dropped, with a warning, when that has no queue)."""
+        ref = self._take_one(self.queue(name), message_id)
+        if ref is None:
+            return False
+        self.server.outcomes.dead_letter(ref)
+        self.server.log.info("AMQ951150: queue %s: message %d sent to its dead-letter address by management "
+                             "(user %s)", name, message_id, self.requester() or "<anonymous>")  # fmt: skip
+        return True
+
+    def expire_one(self, name: str, message_id: int) -> bool:
+        """Artemis's expireMessage(messageID): the waiting message with that id expired now (to the
+        expiry address, as when its time to live is over)."""
+        ref = self._take_one(self.queue(name), message_id)
+        if ref is None:
+            return False
+        self.server.outcomes.expire(ref)
+        self.server.log.info("AMQ951151: queue %s: message %d expired by management (user %s)",
+                             name, message_id, self.requester() or "<anonymous>")  # fmt: skip
+        return True
+
+    def _take_one(self, q: Queue, message_id: int) -> MessageRef | None:
+        """The reference to the message with that id (its own, as a journal names it) taken out of the
+        queue, when it waits there: in memory, or in a page not read back yet (read back alone, without
+        the rest of its page). Not one out to a consumer."""
+        ref = q.waiting.get(message_id)
+        if ref is not None:
+            q.remove(ref)
+            return ref
+        paging = self.server.paging
+        identity = paging.identity_of_unread(q, message_id)
+        return None if identity is None else paging.take_unread(q, *identity)
 
     def _remove(self, name: str, match: Match, limit: int) -> int:
         q = self.queue(name)

@@ -258,6 +258,8 @@ def add_server_operations(management: Management, server: Server) -> QueueOperat
         "removeAllMessages": lambda name, _: messages.remove(name),
         "moveMessages": move_messages,
         "removeMessage": lambda name, p: messages.remove_one(name, int(p[0])),
+        "sendMessageToDeadLetterAddress": lambda name, p: messages.dead_letter_one(name, int(p[0])),
+        "expireMessage": lambda name, p: messages.expire_one(name, int(p[0])),
         "retryMessages": lambda name, p: messages.retry(name, p[0] if p else None),
         "pause": lambda name, p: messages.pause(name, _flag(p, 0, False)),
         "resume": lambda name, _: messages.resume(name),
@@ -276,6 +278,11 @@ def add_server_operations(management: Management, server: Server) -> QueueOperat
     management.add_attribute(QUEUE, "name", lambda name: queue(name).name)
     management.add_attribute(QUEUE, "temporary", lambda name: queue(name).temporary)
     management.add_attribute(QUEUE, "filter", lambda name: queue(name).filter_string)
+
+    def dead_letter_address(name: str) -> str | None:
+        return server.topology.settings_for(queue(name).address).dead_letter_address
+
+    management.add_attribute(QUEUE, "deadLetterAddress", dead_letter_address)
 
     # -------------------------------------------------------------------------------- addresses
 
@@ -300,6 +307,7 @@ def add_server_operations(management: Management, server: Server) -> QueueOperat
         "maxSize": lambda a: a.usage.max_bytes,
         "addressFullPolicy": lambda a: a.usage.policy,
         "messagesDropped": lambda a: a.usage.dropped,
+        "queueNames": lambda a: [q.name for q in a.queues],
     }
 
     def address_attribute(read: Callable[[Address], Any]) -> Callable[[str], Any]:

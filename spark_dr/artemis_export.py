@@ -11,6 +11,7 @@ settled). So each message becomes one ``send`` row of ``rows.COLUMNS``:
   ``x-opt-amq-mr-id``), the repair's mark on a repaired copy, else (Artemis's node id, the export's
   message id). The export does not hold the node id: it is given, or inferred from the other side,
   whose mirror target recorded it as an origin (``infer_node_id``);
+- its history (``history``): everything settled may be gone, and the queues are its bindings';
 - the dedup mark per origin, which says what the side certainly received: the highest mirrored id
   among the live messages. A lower bound of what Artemis received: a message it received and settled
   above that id counts as never received (kept on the survivor, delivered at least once) rather than
@@ -38,6 +39,7 @@ from typing import Any
 from mirror.target import DEDUP_PREFIX as DEDUP  # the key of a dedup mark's meta record, + origin
 from mirror.wire import MIRROR_ADDRESS_PREFIX
 
+from .history import EVERYTHING, QUEUE, VERSION, history_row, lost_key
 from .identity import REPAIR_ANNOTATION, parse_identity
 from .rows import COLUMNS, Row
 
@@ -236,6 +238,10 @@ def export_rows(path: Path, node_id: str) -> Iterator[Row]:
         row[_COL["node_id"]], row[_COL["event"]] = node_id, "meta"
         row[_COL["meta_key"]], row[_COL["meta_value"]] = DEDUP + broker_id, str(mark)
         yield tuple(row)
+    # its history: only live state, so anything settled is gone; its queues are those of its bindings
+    facts = [(VERSION, 1), (lost_key("", ""), EVERYTHING)] + [(QUEUE + q, 1) for q in sorted(bindings.queues)]
+    for key, value in facts:
+        yield history_row(node_id, key, value, len(COLUMNS), _COL["meta_key"])
 
 
 def _binding_rows(bindings: Bindings, node_id: str, blank: list[Any]) -> Iterator[Row]:

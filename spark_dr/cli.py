@@ -83,6 +83,12 @@ def add_repair_args(p: argparse.ArgumentParser) -> None:
         metavar="NAME=DIR",
         help="where a side's journal is on this machine (default: the path in the plan)",
     )
+    p.add_argument(
+        "--not-mirrored",
+        action="store_true",
+        help="also re-send the failed side's messages the mirror does not carry (an address its "
+        "address-filter excludes, a message from before the mirror: the plan's not_mirrored)",
+    )
     p.add_argument("--user", help="a user allowed to send to and consume from the plan's queues")
     p.add_argument("--password", help="that user's password")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for each broker answer")
@@ -196,6 +202,7 @@ def _repair_summary(
         "remove": len(plan["remove"]),
         "duplicates_expected": len(plan["duplicates_expected"]),
         "needs_decision": len(plan["needs_decision"]),
+        "not_mirrored": len(plan["not_mirrored"]),
     }
 
 
@@ -234,12 +241,17 @@ def repair_main(args: argparse.Namespace) -> int:
         fail(f"amqp-mirror repair: --plan {args.plan}: no such file")
     except (OSError, ValueError) as exc:  # unreadable, not JSON, another plan version, a bad --journal
         fail(f"amqp-mirror repair: --plan {args.plan}: {exc}")
+    with_unmirrored = getattr(args, "not_mirrored", False)
+    unmirrored = f"{len(plan.get('not_mirrored', []))} not mirrored, " + (
+        "re-sent too" if with_unmirrored else "re-sent only with --not-mirrored"
+    )
     say(f"plan: re-send {len(plan['resend'])}, remove {len(plan['remove'])} on {plan['survivor']}"
         f" ({len(plan['duplicates_expected'])} delivered twice already, {len(plan['needs_decision'])}"
-        f" for the operator to decide)")  # fmt: skip
+        f" for the operator to decide; {unmirrored})")  # fmt: skip
     settings = Settings(
         args.broker, dry_run=args.dry_run, journals=journals, user=args.user, password=args.password,
         timeout=args.timeout, log_path=Path(str(args.plan) + ".progress"),
+        plan_dir=Path(args.plan).absolute().parent, not_mirrored=with_unmirrored,
     )  # fmt: skip
     try:
         outcome = apply_plan(plan, settings, say)

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from .history import HISTORY
 from .rows import COLUMN_NAMES, COLUMNS, Row, journal_rows
 
 Progress = Callable[[str], None]
@@ -102,12 +103,23 @@ def export_journal(
     schema = arrow_schema()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    started, rows = time.monotonic(), 0
+    started, rows, history = time.monotonic(), 0, 0
     with pq.ParquetWriter(str(out), schema, compression="snappy") as writer:
         for batch in row_batches(records):
             writer.write_batch(to_arrow(batch, schema), row_group_size=ROW_GROUP_ROWS)
             rows += len(batch)
+            history += _history_tail(batch)
             if progress is not None:
                 progress(f"export {directory}: {rows} records")
     seconds = time.monotonic() - started
-    return {"records": rows, "seconds": round(seconds, 3), "out": str(out), "columns": COLUMN_NAMES}
+    return {"records": rows - history, "seconds": round(seconds, 3), "out": str(out), "columns": COLUMN_NAMES}
+
+
+def _history_tail(batch: list[Row]) -> int:
+    """How many rows end the batch that are the reader's history rows (which come last), not records."""
+    n = 0
+    for row in reversed(batch):
+        if row[3] != HISTORY:
+            break
+        n += 1
+    return n

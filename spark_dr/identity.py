@@ -96,10 +96,12 @@ def repair_origin(payload: bytes) -> tuple[str, int] | None:
 
 def message_identity(node_id: str, rec: MessageAdded) -> tuple[str, int]:
     """The identity of a journalled message on the side ``node_id``: the origin a repair stamped on a
-    client's send, else the origin the mirror journalled, else (own node id, own message id)."""
+    client's send, else the origin journalled with it (the mirror's; or the message it is a copy of,
+    with no broker when that message was made here: an expiry copy, a mirror's initial sync), else
+    (own node id, own message id)."""
     identity = repair_origin(rec.body) if not rec.via_mirror else None
     if identity is not None:
         return identity
-    if rec.origin_broker_id is not None and rec.origin_message_id is not None:
-        return rec.origin_broker_id, rec.origin_message_id
+    if rec.origin_message_id is not None:
+        return rec.origin_broker_id or node_id, rec.origin_message_id
     return node_id, rec.message_id

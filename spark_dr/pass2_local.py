@@ -28,6 +28,7 @@ from typing import Any
 from broker_core.vocabulary import AckReason
 from mirror.wire import MIRROR_ADDRESS_PREFIX
 
+from .history import SideHistory, missing_status, never_carried
 from .ranges import PASS2_COLUMNS, id_intervals
 
 # Of both sides' candidate row groups; past it, pass 2 runs on Spark. Read a few row groups at a time,
@@ -111,12 +112,13 @@ class Candidates:
             if picked:
                 self.groups.append((f, picked))
 
-    def read(self, rids: set[int], snf: set[tuple[str, int]]) -> tuple[list[Row], list[Row]]:
+    def read(self, rids: set[int], snf: set[tuple[str, int]]) -> tuple[list[Row], list[Row], set[int]]:
         """The references pass 2 looks at, as ``ranges.pass2_rows`` and the picks select them: client
         sends (one row per queue, ``queue`` naming it) and acks whose range is one of ``rids``, and the
-        store-and-forward sends and acks of the ``snf`` (queue, local id bucket) pairs. Read a few row
-        groups at a time, each batch cut to its wanted buckets and picked at once, in Arrow: the memory
-        held is one batch and what is kept, and only what is kept becomes Python rows."""
+        store-and-forward sends and acks of the ``snf`` (queue, local id bucket) pairs; and the local ids
+        of the messages whose store-and-forward reference was paged on its own (``snf_copies``). Read a
+        few row groups at a time, each batch cut to its wanted buckets and picked at once, in Arrow: the
+        memory held is one batch and what is kept, and only what is kept becomes Python rows."""
         import pyarrow as pa
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
@@ -126,6 +128,7 @@ class Candidates:
         known: dict[str, bool] = {}  # range key -> in ``rids``, across batches
         client: list[Row] = []
         store: list[Row] = []
+        copies: set[int] = set()
         for f, groups in self.groups:
             # the repetitive strings (one node id, a few events, addresses, brokers) read as dictionaries
             # and decoded only for the rows kept
@@ -136,22 +139,47 @@ class Candidates:
                 kept = table.filter(pc.fill_null(pc.is_in(local, value_set=wanted), False))
                 if kept.num_rows == 0:
                     continue
-                refs = _references(_plain(kept))
+                plain = _plain(kept)
+                copies.update(snf_copies(plain))
+                refs = _references(plain)
                 in_client, in_store = _picks(refs, rids, snf, ids, known)
                 client += refs.filter(in_client).to_pylist()
                 store += refs.filter(in_store).to_pylist()
-        return client, store
+        return client, store, copies
+
+
+def snf_copies(table: Any) -> list[int]:
+    """The local ids of the sends that name only a store-and-forward queue though their address is a
+    client's: a message's store-and-forward reference paged on its own, beside the message's record
+    (``transforms.snf_copies``)."""
+    import pyarrow.compute as pc
+
+    one = pc.and_(pc.equal(table["event"], "send"), pc.equal(pc.list_value_length(table["queues"]), 1))
+    sends = table.filter(one)
+    client_address = pc.invert(pc.fill_null(pc.starts_with(sends["address"], MIRROR_ADDRESS_PREFIX), False))
+    only_snf = pc.fill_null(pc.starts_with(pc.list_flatten(sends["queues"]), MIRROR_ADDRESS_PREFIX), False)
+    ids: list[int] = sends["message_id"].filter(pc.and_(client_address, only_snf)).to_pylist()
+    return ids
 
 
 def _references(table: Any) -> Any:
-    """Each send split into one row per queue it names (``queue``), and the acks (``queues`` dropped)."""
+    """Each send split into one row per queue it names (``queue``), with ``queued``: whether it named a
+    store-and-forward queue; and the acks (``queues`` dropped, ``queued`` null)."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
     sends = table.filter(pc.equal(table["event"], "send"))
-    split = sends.take(pc.list_parent_indices(sends["queues"])).drop_columns(["queues", "queue"])
-    split = split.append_column("queue", pc.list_flatten(sends["queues"]))
+    parents = pc.list_parent_indices(sends["queues"])
+    queues = pc.list_flatten(sends["queues"])
+    named = np.zeros(sends.num_rows, dtype=bool)  # per send: any of its queues a store-and-forward one
+    internal = pc.fill_null(pc.starts_with(queues, MIRROR_ADDRESS_PREFIX), False)
+    named[parents.filter(internal).to_numpy()] = True
+    split = sends.take(parents).drop_columns(["queues", "queue"])
+    split = split.append_column("queue", queues)
+    split = split.append_column("queued", pa.array(named).take(parents))
     acks = table.filter(pc.equal(table["event"], "ack")).drop_columns(["queues"])
+    acks = acks.append_column("queued", pa.nulls(acks.num_rows, pa.bool_()))
     return pa.concat_tables([split, acks.select(split.column_names)])
 
 
@@ -255,8 +283,9 @@ def _internal(name: str | None) -> bool:
 # ------------------------------------------------------------------------------- one side
 
 
-def side_state(refs: list[Row]) -> list[Row]:
-    """``transforms.side_state`` of one side's client references (sends split per queue, and acks)."""
+def side_state(refs: list[Row], copies: set[int] | frozenset[int] = frozenset()) -> list[Row]:
+    """``transforms.side_state`` of one side's client references (sends split per queue, and acks);
+    ``copies``: the local ids of the messages whose store-and-forward reference was paged on its own."""
     sends = [r for r in refs if r["event"] == "send"]
     acks = []
     for r in refs:
@@ -300,6 +329,8 @@ def side_state(refs: list[Row]) -> list[Row]:
                 "offset": ref and ref["offset"],
                 "message_id": _first(ref and ref["message_id"], settled and settled["ack_message_id"]),
                 "repaired": ref and ref["repaired"],
+                "send_via_mirror": ref and ref["via_mirror"],
+                "queued": ref and (bool(ref["queued"]) or ref["message_id"] in copies),
             }
         )
     return out
@@ -332,6 +363,7 @@ def classify(
     marks1: dict[str, int],
     marks2: dict[str, int],
     names: tuple[str, str],
+    history: tuple[SideHistory, SideHistory] = (SideHistory(), SideHistory()),
     in_sync: Counter[str | None] | None = None,
 ) -> list[Row]:
     """``transforms.classify`` of two ``side_state`` results. With ``in_sync``, the references in sync
@@ -340,9 +372,9 @@ def classify(
     for a, b in full_outer(dc1, dc2, _key):
         any_ = a or b
         assert any_ is not None
-        broker, ident = any_["identity_broker"], any_["identity_id"]
-        s1 = a["status"] if a else _missing(broker, ident, node1, marks1)
-        s2 = b["status"] if b else _missing(broker, ident, node2, marks2)
+        broker, ident, queue = any_["identity_broker"], any_["identity_id"], any_["queue"]
+        s1 = a["status"] if a else _missing(history[0], node1, marks1, broker, ident, queue, b, history[1])
+        s2 = b["status"] if b else _missing(history[1], node2, marks2, broker, ident, queue, a, history[0])
         cls, side = _class(a, b, s1, s2, names)
         address = _first(a and a["address"], b and b["address"])
         if in_sync is not None and cls == "in_sync":
@@ -372,13 +404,23 @@ _CARRIED = ["consumed", "ack_reason", "digest", "size", "segment", "offset", "me
             "sent_ms", "acked_ms"]  # fmt: skip
 
 
-def _missing(broker: str | None, ident: int | None, node: str, marks: dict[str, int]) -> str:
-    """A side with no record of the reference: ``gone`` when it certainly had it, else ``absent``."""
+def _missing(
+    history: SideHistory,
+    node: str,
+    marks: dict[str, int],
+    broker: str | None,
+    ident: int | None,
+    queue: str | None,
+    other: Row | None,
+    other_history: SideHistory,
+) -> str:
+    """A side with no record of the reference (``history.missing_status``); ``other``: the other
+    side's state of it."""
     mark = marks.get(broker) if broker is not None else None
-    had_it = (broker is not None and broker == node) or (
-        ident is not None and mark is not None and ident <= mark
+    carried = other is not None and never_carried(
+        other_history.trimmed(other["segment"]), other["send_via_mirror"], other["queued"]
     )
-    return "gone" if had_it else "absent"
+    return missing_status(history, node, mark, broker, ident, queue, carried)
 
 
 def _class(a: Row | None, b: Row | None, s1: str, s2: str, names: tuple[str, str]) -> tuple[str, str | None]:
@@ -395,22 +437,26 @@ def _class(a: Row | None, b: Row | None, s1: str, s2: str, names: tuple[str, str
         return "acked_one_side", names[1] if s1 == "live" else names[0]
     if (s1 == "live" and s2 == "absent") or (s2 == "live" and s1 == "absent"):
         return "one_side_only", names[0] if s1 == "live" else names[1]
+    if (s1 == "live" and s2 == "unmirrored") or (s2 == "live" and s1 == "unmirrored"):
+        return "not_mirrored", names[0] if s1 == "live" else names[1]
     return "in_sync", None
 
 
 def pass2(
-    sides: list[tuple[list[Row], list[Row]]],
+    sides: list[tuple[list[Row], list[Row], set[int]]],
     *,
     nodes: list[str],
     marks: list[dict[str, int]],
     names: tuple[str, str],
     plan_limit: int,
+    history: list[SideHistory] | None = None,
 ) -> tuple[list[Row], list[Row], list[dict[str, Any]]]:
     """What ``reconcile._collect`` returns for pass 2's Spark job, from each side's ``Candidates.read``:
     the diverged references (at most ``plan_limit + 1``), the in-sync counts per address, each side's
     recovery-point gap."""
-    states = [side_state(client) for client, _ in sides]
+    states = [side_state(client, copies) for client, _, copies in sides]
     in_sync: Counter[str | None] = Counter()
+    both = (history[0], history[1]) if history else (SideHistory(), SideHistory())
     diverged = classify(
         *states,
         node1=nodes[0],
@@ -418,9 +464,10 @@ def pass2(
         marks1=marks[0],
         marks2=marks[1],
         names=names,
+        history=both,
         in_sync=in_sync,
     )[: plan_limit + 1]
-    gap = [unmirrored(store) for _, store in sides]
+    gap = [unmirrored(store) for _, store, _ in sides]
     return diverged, [{"address": a, "count": n} for a, n in in_sync.items()], gap
 
 

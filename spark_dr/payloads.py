@@ -29,7 +29,11 @@ from broker_core.amqp.codec import DecodeError, Symbol, encode
 from broker_core.journal import records
 from broker_core.journal.codec import FRAME, FRAME_SIZE, decode
 from broker_core.journal.errors import JournalError
+from broker_core.journal.recovery import decode_frame
+from broker_core.journal.segment import FrameScanner
 from broker_core.message import DELIVERY_ANNOTATIONS, HEADER, MESSAGE_ANNOTATIONS, section_code, sections
+from broker_core.paging.pagefile import page_name
+from broker_core.paging.replay import paging_directory_of
 
 from . import artemis_export
 from .identity import REPAIR_ANNOTATION, content_key, format_identity, message_identity, repair_origin
@@ -97,10 +101,12 @@ class Wanted:
 
 @dataclass
 class Found:
-    """Per (queue, identity): the stored message, or why it was not found."""
+    """Per (queue, identity): the stored message, or why it was not found; ``unreadable``: why none
+    could be looked for (the journal is not there)."""
 
     bodies: dict[tuple[str, str], bytes] = field(default_factory=dict)
     problems: dict[tuple[str, str], str] = field(default_factory=dict)
+    unreadable: str | None = None
 
 
 def fetch(directory: Path, wanted: list[Wanted], side: str, say: Say, node_id: str = "") -> Found:
@@ -112,20 +118,20 @@ def fetch(directory: Path, wanted: list[Wanted], side: str, say: Say, node_id: s
         return _from_export(Path(directory), wanted, side, node_id, out)
     directory = journal_dir(Path(directory))
     if not directory.is_dir() or not any(directory.glob("*.jnl")):
-        for w in wanted:
-            out.problems[w.ref] = f"{side}'s journal {directory} is not here (give --journal {side}=DIR)"
+        out.unreadable = f"{side}'s journal {directory} is not here (give --journal {side}=DIR)"
         return out
     node = read_node_id(directory)
     rest = []
+    pages = _Pages(paging_directory_of(directory), node)
     for w in wanted:
-        body = _at_hint(directory, node, w)
+        body = _at_hint(directory, node, w, pages)
         if body is None:
             rest.append(w)
         else:
             out.bodies[w.ref] = body
     if rest:
-        say(f"{len(rest)} of {len(wanted)} messages moved in {side}'s journal since the plan (compacted?): "
-            f"looking them up by identity")  # fmt: skip
+        say(f"{len(rest)} of {len(wanted)} messages are no longer where the plan saw them in {side}'s "
+            f"journal (it was compacted since): looking them up by identity")  # fmt: skip
         try:
             _replay(directory, node, rest, side, out)
         except JournalError as exc:  # a newer format, an inconsistent compaction: nothing to guess
@@ -152,15 +158,49 @@ def _from_export(path: Path, wanted: list[Wanted], side: str, node_id: str, out:
     return out
 
 
-def _at_hint(directory: Path, node: str, w: Wanted) -> bytes | None:
+def _at_hint(directory: Path, node: str, w: Wanted, pages: _Pages) -> bytes | None:
+    """The message at its hint: the journal's record there, or, when that is the commit of a page (a
+    paged message's position), the page file's record of it."""
     if w.hint is None:
         return None
     rec = read_record(directory, *w.hint)
+    if isinstance(rec, records.PageWritten):
+        return pages.body(rec, w)
     if not isinstance(rec, records.MessageAdded):
         return None
     if format_identity(*message_identity(node, rec)) != w.identity or content_key(rec.body) != w.digest:
         return None
     return rec.body
+
+
+class _Pages:
+    """The message records of page files, each file read once (up to what its commit names)."""
+
+    def __init__(self, directory: Path, node: str) -> None:
+        self.directory, self.node = directory, node
+        self.read: dict[int, dict[str, bytes]] = {}  # page -> identity -> its body
+
+    def body(self, written: records.PageWritten, w: Wanted) -> bytes | None:
+        bodies = self.read.get(written.page)
+        if bodies is None:
+            bodies = self.read[written.page] = self._records(written)
+        body = bodies.get(w.identity)
+        return body if body is not None and content_key(body) == w.digest else None
+
+    def _records(self, written: records.PageWritten) -> dict[str, bytes]:
+        try:
+            data = (self.directory / page_name(written.page)).read_bytes()[: written.end]
+        except OSError:  # the page was consumed and deleted since
+            return {}
+        out = {}
+        for frame in FrameScanner(data):
+            try:
+                rec = decode_frame(frame)
+            except JournalError:
+                break
+            if isinstance(rec, records.MessageAdded):
+                out[format_identity(*message_identity(self.node, rec))] = rec.body
+        return out
 
 
 def read_record(directory: Path, segment: int, offset: int) -> records.Record | None:
@@ -205,22 +245,27 @@ def _replay(directory: Path, node: str, rest: list[Wanted], side: str, out: Foun
         elif isinstance(rec, records.QueueRemoved):
             for entry in live.values():
                 entry[2].discard(rec.queue_id)
-    held: dict[str, tuple[bytes, set[str]]] = {}
+    # by identity and queue: an expiry copy shares its original's identity, on another queue
+    held: dict[tuple[str, str], bytes] = {}
+    known: set[str] = set()
     for identity, body, queue_ids in live.values():
-        held[identity] = (body, {queue_names.get(q, "") for q in queue_ids})
+        if queue_ids:
+            known.add(identity)
+        for q in queue_ids:
+            held[identity, queue_names.get(q, "")] = body
     for w in rest:
-        body, queues = held.get(w.identity, (b"", set()))
-        why = _why_not(body, queues, w, side)
-        if why is None:
-            out.bodies[w.ref] = body
-        else:
+        found = held.get((w.identity, w.queue))
+        why = _why_not(found, w.identity in known, w, side)
+        if why is not None:
             out.problems[w.ref] = why
+        elif found is not None:
+            out.bodies[w.ref] = found
 
 
-def _why_not(body: bytes, queues: set[str], w: Wanted, side: str) -> str | None:
-    if not body:
+def _why_not(body: bytes | None, live: bool, w: Wanted, side: str) -> str | None:
+    if not live:
         return f"no longer in {side}'s journal (consumed or removed there since the plan)"
-    if w.queue not in queues:
+    if body is None:
         return f"no longer live on queue {w.queue} in {side}'s journal (consumed there since the plan)"
     if content_key(body) != w.digest:
         return f"{side}'s journal holds other content under this identity than the plan says"

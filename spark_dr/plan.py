@@ -7,9 +7,17 @@ digest of its bare message (``digest``: the first 16 hex digits of its sha256, `
 - ``resend``: live on the failed side, never received by the survivor: send it again, its bytes read
   from the failed side's journal (``hint``: where reconciliation saw the record, tried first; by
   identity when the journal was compacted since);
-- ``remove``: consumed (or settled and compacted) on the failed side, still live on the survivor:
-  remove it there (it was delivered already); ``digest`` is the survivor's copy's, ``survivor_id`` its
-  id on the survivor (how it is removed from an Artemis survivor, ``kinds``: read from its export);
+- ``remove``: settled on the failed side, still live on the survivor: remove it there, by
+  ``survivor_id``, the survivor's own id for its copy (``digest`` is that copy's). ``how`` it was
+  settled on the failed side (``settled_how``) says what the repair keeps of it: a message consumed
+  there (or settled and compacted, how is not known) is moved to the survivor's dead-letter address,
+  for the operator; one dead-lettered, expired or replaced there is deleted, its dead-letter or expiry
+  copy being the failed side's own (re-sent like any message live there only);
+- ``not_mirrored``: live on the failed side only, and the mirror never carried it there (an address
+  its ``address-filter`` excludes, a message from before the mirror, a queue whose creation was not
+  mirrored): not a divergence, so not re-sent, unless the repair is asked to (``--not-mirrored``);
+  the failed side's expiry copies are left out (the survivor makes its own when it expires the
+  original: a ``remove`` settled ``expired``);
 - ``duplicates_expected``: consumed on both sides (already delivered twice; nothing can undo that);
 - ``needs_decision``: payload differs, orphan acks: an operator decides;
 - ``survivor_only``: live on the survivor only, or acked on the survivor while the failed side still
@@ -24,6 +32,8 @@ import hashlib
 import json
 from pathlib import Path
 from typing import Any
+
+from broker_core.vocabulary import AckReason
 
 from .identity import format_identity, parse_identity
 
@@ -63,6 +73,7 @@ def build_plan(result: dict[str, Any]) -> dict[str, Any]:
         "journals": {name: info["path"] for name, info in result["sides"].items()},
         "resend": [],
         "remove": [],
+        "not_mirrored": [],
         "duplicates_expected": [],
         "needs_decision": [],
         "survivor_only": 0,
@@ -72,20 +83,44 @@ def build_plan(result: dict[str, Any]) -> dict[str, Any]:
         if cls == "one_side_only" and side == failed:
             plan["resend"].append(_resend(row, result, failed))
         elif cls == "acked_one_side" and side == failed:
-            # the survivor's own id too: what removes it from an Artemis survivor, whose export has no
-            # digest to match it by
             survivor_id = row.get(f"{_prefix(result, survivor)}message_id")
-            plan["remove"].append({**_entry(row, result, survivor), "survivor_id": survivor_id})
+            how = settled_how(row, _prefix(result, failed))
+            plan["remove"].append({**_entry(row, result, survivor), "survivor_id": survivor_id, "how": how})
+        elif cls == "not_mirrored" and side == failed:
+            plan["not_mirrored"].append(_resend(row, result, failed))
         elif cls == "consumed_both":
             plan["duplicates_expected"].append(_entry(row, result, survivor))
         elif cls in ("payload_differs", "orphan_ack"):
             plan["needs_decision"].append({**_entry(row, result, side or survivor), "class": cls})
         else:
             plan["survivor_only"] += 1
-    for key in ("resend", "remove"):
+    expired = {e["identity"] for e in plan["remove"] if e["how"] == "expired"}
+    plan["not_mirrored"] = [e for e in plan["not_mirrored"] if e["identity"] not in expired]
+    for key in ("resend", "remove", "not_mirrored"):
         plan[key].sort(key=lambda e: (e["queue"], _identity_order(e["identity"])))
     plan["queues"] = queue_actions(plan)
     return plan
+
+
+SETTLED_HOW = {AckReason.NORMAL: "consumed", AckReason.KILLED: "dead-lettered", AckReason.EXPIRED: "expired",
+               AckReason.REPLACED: "replaced"}  # fmt: skip
+# what a removal does on the survivor, by how the failed side settled the message: keep it on the
+# dead-letter address for the operator (consumed there, or not known); delete it (dead-lettered or
+# replaced there: the failed side's dead letter is a message of its own, re-sent where it is still
+# live); expire it, as the failed side did (the survivor makes its own expiry copy)
+DEAD_LETTER, DELETE, EXPIRE = "dead-letter", "delete", "expire"
+REMOVAL = {"consumed": DEAD_LETTER, "settled": DEAD_LETTER, "dead-lettered": DELETE, "replaced": DELETE,
+           "expired": EXPIRE}  # fmt: skip
+
+
+def settled_how(row: dict[str, Any], prefix: str) -> str:
+    """How a reference was settled on the side of ``prefix`` (``dc1_``, ``dc2_``): consumed,
+    dead-lettered (killed: moved to its dead-letter address, or removed), expired, replaced, or
+    "settled" when its record was dropped by compaction (how is not known)."""
+    reason = row.get(f"{prefix}ack_reason")
+    if row.get(f"{prefix}status") != "acked" or reason is None:
+        return "settled"
+    return SETTLED_HOW.get(reason, "settled")
 
 
 def _identity_order(text: str) -> tuple[str, int]:

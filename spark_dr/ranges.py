@@ -31,7 +31,8 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from .transforms import DEDUP, Pick, internal
+from .history import HISTORY
+from .transforms import DEDUP, Pick, internal, named_store_and_forward, snf_copy
 
 DEFAULT_IDS_PER_RANGE = 4096
 _MASK = 0xFFFFFFFF
@@ -79,7 +80,8 @@ def _cells(records: DataFrame, ids: int) -> DataFrame:
         "*",
         (event == "send").alias("is_send"),
         ((event == "ack") & F.col("queue").isNotNull()).alias("is_ack"),
-        ((event == "meta") & F.col("meta_key").startswith(DEDUP)).alias("is_mark"),
+        # dedup marks and the reader's history rows: kept per key, the highest value
+        (((event == "meta") & F.col("meta_key").startswith(DEDUP)) | (event == HISTORY)).alias("is_mark"),
     )
     is_send, is_ack, is_mark = F.col("is_send"), F.col("is_ack"), F.col("is_mark")
     names = F.when(is_send, F.col("queues")).otherwise(
@@ -174,8 +176,8 @@ def range_sums(sides: list[tuple[DataFrame, str]], ids_per_range: int) -> DataFr
     that are a repair's copies); SNF per (store-and-forward queue,
     local id bucket) with ``refs`` (sends minus acks) and ``hi``/``lo`` (the sends' id checksum minus
     the acks'): zero everywhere means every reference there is acknowledged; MARK per dedup meta key
-    (``transforms.DEDUP`` + origin) with the highest ``mark``. Every row also carries its records'
-    count and last time (the extent)."""
+    (``transforms.DEDUP`` + origin) and per history key (``history``) with the highest ``mark``. Every
+    row also carries its records' count and last time (the extent)."""
     tagged = [
         r.select(*_PASS1_COLUMNS, F.lit(n).alias("side"), F.lit(node).alias("node"))
         for n, (r, node) in enumerate(sides)
@@ -274,19 +276,25 @@ def pass2_rows(
     send split into one row per queue (``queues`` then names that queue only), and of those only the
     rows a pick may keep: references in a differing range (``rids``) or in a store-and-forward bucket
     with unacknowledged references (``snf``), and acks with no identity (an orphan is keyed by its local
-    name). The picks still select exactly; this only keeps pass 2's cached input small (the buckets
-    hold every range of their ids, and every send's store-and-forward reference)."""
+    name), and a message's store-and-forward reference paged on its own (``transforms.snf_copy``);
+    ``queued`` says whether a send named a store-and-forward queue before it was split. The picks
+    still select exactly; this only keeps pass 2's cached input small (the buckets hold every range of
+    their ids, and every send's store-and-forward reference)."""
     rows = narrowed(records, local_buckets, ids_per_range, pushdown)
     ranges = _range_test(rids, ids_per_range, "key")
     if ranges is None:
         return rows
     send = F.col("event") == "send"
     split = rows.select(
-        "*", F.explode(F.when(send, F.col("queues")).otherwise(F.array("queue"))).alias("key")
+        "*",
+        F.explode(F.when(send, F.col("queues")).otherwise(F.array("queue"))).alias("key"),
+        named_store_and_forward().alias("queued"),  # before ``queues`` is cut to the one queue
+        snf_copy().alias("snf_copy"),
     )
     orphan = (F.col("event") == "ack") & (F.col("identity_broker").isNull() | F.col("identity_id").isNull())
-    kept = split.filter(ranges | _bucket_test(snf, ids_per_range, "key") | orphan)
-    return kept.withColumn("queues", F.when(send, F.array("key")).otherwise(F.col("queues"))).drop("key")
+    kept = split.filter(ranges | _bucket_test(snf, ids_per_range, "key") | orphan | F.col("snf_copy"))
+    queues = F.when(send, F.array("key")).otherwise(F.col("queues"))
+    return kept.withColumn("queues", queues).drop("key", "snf_copy")
 
 
 def _range_test(rids: list[int], ids_per_range: int, queue: str = "queue") -> Column | None:

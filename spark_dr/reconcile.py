@@ -27,6 +27,7 @@ from . import ranges as R
 from . import transforms as T
 from .datasource import FORMAT
 from .export import start_exports
+from .history import SideHistory
 from .identity import hex64
 from .progress import Progress as ProgressLines
 from .rows import COLUMN_NAMES, SCHEMA_DDL, journal_dir, read_node_id
@@ -217,6 +218,7 @@ def reconcile(
             marks=diff.marks,
             names=opts.names,
             plan_limit=opts.plan_limit,
+            history=diff.history,
         )
         _check_plan(diverged, opts.plan_limit)
     else:
@@ -349,6 +351,7 @@ def _pass2_job(
         marks1=diff.marks[0],
         marks2=diff.marks[1],
         names=opts.names,
+        history=(diff.history[0], diff.history[1]),
     )
     is_sync = F.col("class") == "in_sync"
     parts = [
@@ -397,10 +400,11 @@ def divergence_ms(d: dict[str, Any], names: tuple[str, str]) -> int | None:
     send one side never got, a consumption whose ack never crossed, the later of two consumptions'
     first, the send of the copy that differs, an orphan ack), not the first event the reference had
     (a message sent long before the failover and consumed on one side just before it diverged at
-    the consumption). None for a reference in sync; the reference's latest event when the divergent
-    one was compacted away (a settlement whose time the journal no longer holds)."""
+    the consumption). None for a reference in sync, or one the mirror does not carry (not a
+    divergence); the reference's latest event when the divergent one was compacted away (a settlement
+    whose time the journal no longer holds)."""
     cls = d["class"]
-    if cls == "in_sync":
+    if cls in ("in_sync", "not_mirrored"):
         return None
     here = "dc1" if d["side"] == names[0] else "dc2"  # the side named by the class
     found: int | None
@@ -458,6 +462,8 @@ class RangeDiff:
     # per side: (address, count) of the send references that are a repair's copies
     repaired: list[list[dict[str, Any]]] = field(default_factory=lambda: [[], []])
     marks: list[dict[str, int]] = field(default_factory=lambda: [{}, {}])  # per side: origin -> mark
+    # per side: what its journal may have dropped (compaction, deleted pages)
+    history: list[SideHistory] = field(default_factory=lambda: [SideHistory(), SideHistory()])
     # per side: record count and last record time
     extents: list[dict[str, Any]] = field(
         default_factory=lambda: [{"records": 0, "last_ms": None}, {"records": 0, "last_ms": None}]
@@ -473,8 +479,15 @@ def _range_diff(sides: list[tuple[DataFrame, str]], ids_per_range: int) -> Range
     for row in table.group_by("side").aggregate([("records", "sum"), ("last_ms", "max")]).to_pylist():
         diff.extents[row["side"]] = {"records": row["records_sum"], "last_ms": row["last_ms_max"]}
     marks = table.filter(pc.and_(pc.equal(kind, R.MARK), pc.is_valid(table["mark"])))
-    for row in marks.select(["side", "r_queue", "mark"]).to_pylist():
-        diff.marks[row["side"]][row["r_queue"].removeprefix(T.DEDUP)] = int(row["mark"])
+    facts: list[dict[str, int]] = [{}, {}]
+    for row in marks.select(["side", "r_queue", "mark", "records"]).to_pylist():
+        key, side = row["r_queue"], row["side"]
+        if key.startswith(T.DEDUP):
+            diff.marks[side][key.removeprefix(T.DEDUP)] = int(row["mark"])
+        else:  # a history row: the reader's, not a journal record
+            facts[side][key] = int(row["mark"])
+            diff.extents[side]["records"] -= row["records"]
+    diff.history = [SideHistory.parse(f) for f in facts]
     # a store-and-forward bucket whose sums are not all zero holds an unacknowledged reference
     pending = pc.or_(
         pc.or_(pc.not_equal(table["refs"], 0), pc.not_equal(table["hi"], 0)), pc.not_equal(table["lo"], 0)
@@ -539,7 +552,7 @@ def _side_info(side: Side, extent: dict[str, Any], gap: dict[str, Any]) -> dict[
     last_ms = extent["last_ms"]
     return {
         "node_id": side.node_id,
-        "path": str(side.path),
+        "path": str(Path(side.path).absolute()),  # the plan's: a repair may run from anywhere
         "kind": _kind(side.path),
         "records": extent["records"],
         "last_ms": last_ms,

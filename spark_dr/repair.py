@@ -1,23 +1,24 @@
 """``amqp-mirror repair --plan P --broker URL``: apply a repair plan to the surviving broker over AMQP.
 
-Per queue of the plan, reached as ``address::queue`` (``survivor``): the queue is scanned (every message
-received unsettled, credit = its message count from management), each removal target (matched by the
-digest of its bare message) rejected, which the broker records as *killed*, not consumed, and
-dead-letters; everything else released, not a delivery attempt. Then each re-send not already there (a
-message carrying its identity in the repair annotation) is sent as the failed side stored it, plus that
-annotation (``payloads.stamp``), fetched by identity from the failed side's journal
-(``payloads.fetch``).
+Per queue of the plan, reached as ``address::queue`` (``survivor``): each removal takes the survivor's
+own message named in the plan (``survivor_id``) with management, as the failed side settled it
+(``plan.REMOVAL``): moved to the queue's dead-letter address when the failed side consumed it (kept
+for the operator; refused, and said, when that address has no queue to keep it), deleted when it
+dead-lettered it (its dead letter, a message of its own, is re-sent), expired when it expired it (the
+survivor makes its own expiry copy). Then the queue is scanned (every message
+received unsettled, credit = its message count from management, and released, not a delivery attempt)
+for the copies an earlier run re-sent (a message carrying its identity in the repair annotation), and
+each re-send not already there is sent as the failed side stored it, plus that annotation
+(``payloads.stamp``), fetched by identity from the failed side's journal (``payloads.fetch``).
 
-On an Artemis survivor (the plan read it from its export, which has no digests), each removal is by
-the survivor's own message id instead, with management's ``removeMessage`` (also *killed*).
-
-Idempotent and resumable: what a run did is kept beside the plan (``repair_log``), and a scan finds
-the copies an earlier run sent; a second run, or one after a run killed halfway, does only what is
-left. Whatever cannot be done is a problem: one line each, a non-zero exit, never a traceback. A queue
-the survivor does not have on that address; a scan that receives fewer messages than the queue holds
-(another consumer has some); a removal that matches nothing (consumed on the survivor since the plan:
-delivered twice); a re-send whose message the failed side's journal no longer holds live; an outcome
-other than Accepted.
+Idempotent and resumable: what a run did is kept beside the plan (``repair_log``), a removal names one
+message by its id, and the scan finds the copies an earlier run sent; a second run, or one after a run
+killed halfway, does only what is left, and never removes another message. Whatever cannot be done is
+a problem: one line each, a non-zero exit, never a traceback. A queue the survivor does not have on
+that address; a dead-letter address with no queue; a scan that receives fewer messages than the queue
+holds (another consumer has some); a removal that finds nothing (consumed on the survivor since the
+plan: delivered twice); a re-send whose message the failed side's journal no longer holds live (or a
+journal that is not there: one line for all its re-sends); an outcome other than Accepted.
 """
 
 from __future__ import annotations
@@ -30,10 +31,10 @@ from typing import Any
 
 from broker_core.amqp.codec import DecodeError
 
-from . import artemis_export, payloads
-from .plan import plan_id
+from . import payloads
+from .plan import DEAD_LETTER, DELETE, EXPIRE, REMOVAL, plan_id
 from .repair_log import RepairLog
-from .survivor import REJECT, RELEASE, Refused, Seen, Survivor
+from .survivor import RELEASE, Refused, Seen, Survivor
 
 Say = Callable[[str], None]
 
@@ -78,6 +79,8 @@ class Settings:
     password: str | None = None
     timeout: float = 10.0
     log_path: Path | None = None  # the progress file (none: nothing kept between runs)
+    plan_dir: Path | None = None  # the plan's directory: a relative journal path in it is taken from there
+    not_mirrored: bool = False  # also re-send what the mirror does not carry (the plan's not_mirrored)
 
 
 def apply_plan(plan: dict[str, Any], settings: Settings, say: Say = print) -> Outcome:
@@ -87,13 +90,12 @@ def apply_plan(plan: dict[str, Any], settings: Settings, say: Say = print) -> Ou
     log = RepairLog(None if settings.dry_run else settings.log_path, plan_id(plan))
     bodies = _fetch_bodies(plan, settings, log, outcome, say)
     survivor = Survivor(settings.url, settings.user, settings.password, settings.timeout)
-    by_id = plan.get("kinds", {}).get(plan["survivor"]) == artemis_export.KIND
     try:
-        work = _by_queue(plan)
+        work = _by_queue(plan, settings)
         for n, ((address, queue), (resends, removals)) in enumerate(sorted(work.items()), 1):
             say(f"queue {queue} (address {address}, {n} of {len(work)}): "
                 f"{len(resends)} to re-send, {len(removals)} to remove")  # fmt: skip
-            repair = QueueRepair(survivor, address, queue, settings, log, outcome, say, by_id=by_id)
+            repair = QueueRepair(survivor, address, queue, settings, log, outcome, say)
             try:
                 repair.run(resends, removals, bodies)
             except Refused as exc:
@@ -110,10 +112,15 @@ def apply_plan(plan: dict[str, Any], settings: Settings, say: Say = print) -> Ou
 Entries = list[dict[str, Any]]
 
 
-def _by_queue(plan: dict[str, Any]) -> dict[tuple[str, str], tuple[Entries, Entries]]:
+def _resends(plan: dict[str, Any], settings: Settings) -> Entries:
+    """The plan's re-sends, and those of the messages the mirror does not carry when asked for."""
+    return [*plan["resend"], *(plan.get("not_mirrored", []) if settings.not_mirrored else [])]
+
+
+def _by_queue(plan: dict[str, Any], settings: Settings) -> dict[tuple[str, str], tuple[Entries, Entries]]:
     """(address, queue) -> (its re-sends, its removals)."""
     work: dict[tuple[str, str], tuple[Entries, Entries]] = defaultdict(lambda: ([], []))
-    for entry in plan["resend"]:
+    for entry in _resends(plan, settings):
         work[entry["address"], entry["queue"]][0].append(entry)
     for entry in plan["remove"]:
         work[entry["address"], entry["queue"]][1].append(entry)
@@ -124,17 +131,20 @@ def _fetch_bodies(
     plan: dict[str, Any], settings: Settings, log: RepairLog, outcome: Outcome, say: Say
 ) -> dict[tuple[str, str], bytes]:
     """The stored bytes of every re-send not done yet, from the failed side's journal."""
-    todo = [e for e in plan["resend"] if (e["queue"], e["identity"]) not in log.sent]
+    todo = [e for e in _resends(plan, settings) if (e["queue"], e["identity"]) not in log.sent]
     if not todo:
         return {}
     failed = plan["failed"]
-    directory = Path(settings.journals.get(failed) or plan["journals"][failed])
+    directory = journal_of(plan, failed, settings)
     say(f"reading {len(todo)} messages to re-send from {failed}'s journal {directory}")
     wanted = [
         payloads.Wanted(e["identity"], e["queue"], e["digest"], tuple(e["hint"]) if e.get("hint") else None)
         for e in todo
     ]
     found = payloads.fetch(directory, wanted, failed, say, plan.get("nodes", {}).get(failed, ""))
+    if found.unreadable is not None:  # one line for them all
+        outcome.problems.append(f"{len(todo)} re-sends not done: {found.unreadable}")
+        return {}
     for e in todo:
         why = found.problems.get((e["queue"], e["identity"]))
         if why is not None:
@@ -142,94 +152,110 @@ def _fetch_bodies(
     return found.bodies
 
 
+def journal_of(plan: dict[str, Any], side: str, settings: Settings) -> Path:
+    """Where ``side``'s journal is: ``--journal`` (as given), else the plan's path, which a plan of this
+    version holds absolute; a relative one is taken from the plan's directory (a plan moved with its
+    journals), else from here."""
+    given = settings.journals.get(side)
+    if given:
+        return Path(given)
+    path = Path(plan["journals"][side])
+    if path.is_absolute() or settings.plan_dir is None:
+        return path
+    beside = settings.plan_dir / path
+    return beside if beside.exists() or not path.exists() else path
+
+
 class QueueRepair:
     """The plan's actions on one queue of the survivor."""
 
     def __init__(
         self, survivor: Survivor, address: str, queue: str, settings: Settings, log: RepairLog,
-        outcome: Outcome, say: Say, by_id: bool = False,
+        outcome: Outcome, say: Say,
     ) -> None:  # fmt: skip
-        self.by_id = by_id  # removals by the survivor's message id (an Artemis survivor), not by digest
         self.survivor, self.address, self.queue = survivor, address, queue
         self.settings, self.log, self.outcome, self.say = settings, log, outcome, say
         self.present: set[str] = set()  # identities of repaired copies the scan saw
-        self.removing: list[tuple[str, str]] = []  # (queue, identity)
+        self.removed = 0
 
     def run(self, resends: Entries, removals: Entries, bodies: dict[tuple[str, str], bytes]) -> None:
-        depth = self.survivor.depth(self.queue)
-        if depth is None:
+        if self.survivor.depth(self.queue) is None:
             raise Refused(f"the survivor has no queue {self.queue}")
-        if self.by_id and removals:  # removed before the scan, which then expects what is left
-            self._remove_by_id(removals)
-            removals, depth = [], self.survivor.depth(self.queue) or 0
-        targets: dict[str, list[str]] = defaultdict(list)  # content key -> identities to remove
-        for e in removals:
-            targets[e["digest"]].append(e["identity"])
-        received = self.survivor.scan(self.address, self.queue, depth, lambda got: self._decide(got, targets))
-        if received < depth:
-            self.outcome.problems.append(
-                f"queue {self.queue}: the scan received {received} of its {depth} messages within "
-                f"{self.settings.timeout:g} s: another consumer holds the rest; stop it and run repair again"
-            )
-        self._unmatched(targets)
+        if removals:
+            self._remove(removals)
+        if resends:  # the copies an earlier run re-sent: received and released
+            depth = self.survivor.depth(self.queue) or 0
+            received = self.survivor.scan(self.address, self.queue, depth, self._seen)
+            if received < depth:
+                self.outcome.problems.append(
+                    f"queue {self.queue}: the scan received {received} of its {depth} messages within "
+                    f"{self.settings.timeout:g} s: another consumer holds the rest; stop it and run repair "
+                    "again"
+                )
         sent = self._resend(resends, bodies)
-        self.say(f"queue {self.queue}: {self._verb}re-sent {sent}, {self._verb}removed {len(self.removing)}")
+        self.say(f"queue {self.queue}: {self._verb}re-sent {sent}, {self._verb}removed {self.removed}")
 
     @property
     def _verb(self) -> str:
         return "would have " if self.settings.dry_run else ""
 
-    def _decide(self, seen: list[Seen], targets: dict[str, list[str]]) -> list[str]:
-        verdicts, before = [], len(self.removing)
-        for message in seen:
-            if message.origin is not None:
-                self.present.add(message.origin)
-            waiting = targets.get(message.key)
-            if waiting:
-                self.removing.append((self.queue, waiting.pop()))
-                verdicts.append(RELEASE if self.settings.dry_run else REJECT)
-            else:
-                verdicts.append(RELEASE)
-        self.log.record("removing", self.removing[before:])  # before the rejects go out
-        self.outcome.removed += len(self.removing) - before
-        return verdicts
+    def _seen(self, seen: list[Seen]) -> list[str]:
+        self.present.update(m.origin for m in seen if m.origin is not None)
+        return [RELEASE] * len(seen)
 
-    def _remove_by_id(self, removals: Entries) -> None:
-        """Each removal by the survivor's own message id (management's ``removeMessage``). All are
-        recorded before the first is asked for, and asked for again on a later run: a removal an earlier
-        run did answers False and, recorded then, counts as already removed."""
-        todo = []
+    def _remove(self, removals: Entries) -> None:
+        """Each removal by the survivor's own message id, at most once: all are recorded before the
+        first is asked for, and asked for again on a later run, where one an earlier run did finds
+        nothing and, recorded then, counts as already removed. What is done with it follows how the
+        failed side settled it (``plan.REMOVAL``): a message it consumed is moved to the dead-letter
+        address, when that has a queue to keep it."""
+        todo: list[tuple[str, int, str]] = []  # identity, survivor id, action
         for e in removals:
             if e.get("survivor_id") is None:
                 self.outcome.problems.append(f"remove {e['identity']} from queue {self.queue}: the plan "
                                              "has no survivor id for it (make a new plan)")  # fmt: skip
             else:
-                todo.append((e["identity"], int(e["survivor_id"])))
+                todo.append(
+                    (e["identity"], int(e["survivor_id"]), REMOVAL.get(e.get("how", ""), DEAD_LETTER))
+                )
+        kept = sum(action == DEAD_LETTER for _, _, action in todo)
+        if kept:
+            address, queues = self.survivor.dead_letter_queues(self.queue)
+            if address == self.address:  # the queue's own address: moving it there is keeping it; delete
+                todo = [(i, sid, DELETE if a == DEAD_LETTER else a) for i, sid, a in todo]
+            elif address is None or not queues:
+                self.outcome.problems.append(self._no_dead_letter_queue(address, kept))
+                todo = [t for t in todo if t[2] != DEAD_LETTER]
         if self.settings.dry_run:
+            self.removed += len(todo)
             self.outcome.removed += len(todo)
             return
-        earlier = {identity for identity, _ in todo if (self.queue, identity) in self.log.removing}
-        self.log.record("removing", [(self.queue, identity) for identity, _ in todo])
-        for identity, message_id in todo:
-            if self.survivor.remove(self.queue, message_id):
-                self.removing.append((self.queue, identity))
+        earlier = {identity for identity, _, _ in todo if (self.queue, identity) in self.log.removing}
+        self.log.record("removing", [(self.queue, identity) for identity, _, _ in todo])
+        for identity, message_id, action in todo:
+            if self.survivor.remove(self.queue, message_id, action):
+                self.removed += 1
                 self.outcome.removed += 1
             elif identity in earlier:
                 self.outcome.already_removed += 1
             else:
-                self._not_found(identity)
+                self._not_found(identity, action)
 
-    def _unmatched(self, targets: dict[str, list[str]]) -> None:
-        for identity in (i for ids in targets.values() for i in ids):
-            if (self.queue, identity) in self.log.removing:
-                self.outcome.already_removed += 1
-            else:
-                self._not_found(identity)
+    def _no_dead_letter_queue(self, address: str | None, count: int) -> str:
+        if address is None:
+            what, fix = "has no dead-letter address", "give it one with a queue"
+        else:
+            what, fix = f"has a dead-letter address, {address}, with no queue", "give that address a queue"
+        return (
+            f"queue {self.queue} {what}: {count} removals of messages the failed side consumed are not done "
+            f"(a removed message is kept there for you, and would be dropped): {fix} and run repair again"
+        )
 
-    def _not_found(self, identity: str) -> None:
+    def _not_found(self, identity: str, action: str) -> None:
+        since = "expired there too, or consumed" if action == EXPIRE else "consumed there"
         self.outcome.problems.append(
-            f"remove {identity} from queue {self.queue}: not found on the survivor (consumed there since "
-            "the plan, so delivered on both sides, or removed by hand)"
+            f"remove {identity} from queue {self.queue}: not found on the survivor ({since} since the plan, "
+            "so delivered on both sides, or removed by hand, or out to a consumer)"
         )
 
     def _resend(self, resends: Entries, bodies: dict[tuple[str, str], bytes]) -> int:

@@ -11,9 +11,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 import shlex
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from .plan import settled_how
 from .transforms import CLASSES
 
 MAX_ADDRESS_LINES = 12  # keeps the console summary on one screen
@@ -24,21 +26,43 @@ def label(cls: str, side: str | None = None) -> str:
     """What a class (on a side, for the classes that have one) means to an operator."""
     where = {
         "one_side_only": "only on {}",
-        "acked_one_side": "consumed on {} only",
+        "acked_one_side": "settled on {} only",
         "orphan_ack": "orphan ack on {}",
+        "not_mirrored": "not mirrored, on {}",
     }
     if side and cls in where:
         return where[cls].format(side)
     return _TOTALS[cls]
 
 
+def what_happened(d: dict[str, Any], names: list[str]) -> str:
+    """A diverged reference's class in words, saying how a reference settled on one side only was
+    settled there: consumed, dead-lettered, expired, replaced, or "settled" (compacted: not known)."""
+    if d["class"] == "acked_one_side" and d["side"]:
+        prefix = "dc1_" if d["side"] == names[0] else "dc2_"
+        return f"{settled_how(d, prefix)} on {d['side']} only"
+    return label(d["class"], d["side"])
+
+
+def settled_counts(result: dict[str, Any]) -> dict[str, Counter[str]]:
+    """Per side, how its references settled on it only were settled (``what_happened``)."""
+    names = result["names"]
+    out: dict[str, Counter[str]] = {}
+    for d in result["diverged"]:
+        if d["class"] == "acked_one_side" and d["side"]:
+            prefix = "dc1_" if d["side"] == names[0] else "dc2_"
+            out.setdefault(d["side"], Counter())[settled_how(d, prefix)] += 1
+    return out
+
+
 _TOTALS = {
     "in_sync": "in sync",
     "one_side_only": "only on one side",
-    "acked_one_side": "consumed on one side only",
+    "acked_one_side": "settled on one side only",
     "consumed_both": "consumed on both",
     "payload_differs": "payload differs",
     "orphan_ack": "orphan acks",
+    "not_mirrored": "not mirrored",
 }
 
 
@@ -96,6 +120,9 @@ def console_summary(result: dict[str, Any]) -> str:
         "  " + ", ".join(_class_counts(result)),
     ]
     lines += _address_table(result)
+    for side, how in sorted(settled_counts(result).items()):
+        said = ", ".join(f"{n} {h}" for h, n in sorted(how.items(), key=lambda kv: (-kv[1], kv[0])))
+        lines.append(f"  settled on {side} only: {said}")
     window = result["window"]
     lines.append(
         f"  divergence window (first to last divergent event): {fmt_time(window.get('first_ms'))} .. "
@@ -112,7 +139,10 @@ def console_summary(result: dict[str, Any]) -> str:
 
 
 def _class_counts(result: dict[str, Any]) -> list[str]:
-    out = [f"{label(cls)}: {result['counts'][cls]}" for cls in CLASSES]
+    counts = result["counts"]  # what the mirror does not carry, only when there is some
+    out = [
+        f"{label(cls)}: {counts.get(cls, 0)}" for cls in CLASSES if cls != "not_mirrored" or counts.get(cls)
+    ]
     copies = sum(result.get("repaired", {}).values())
     if copies:
         out[0] += f" (of which {copies} repaired copies)"
@@ -139,7 +169,7 @@ def next_step(result: dict[str, Any]) -> list[str]:
     survivor = result["survivor"]
     repair = result.get("repair")
     if result["survivor_in_sync"]:
-        return [f"  survivor {survivor}: in sync; nothing to repair"]
+        return [f"  survivor {survivor}: in sync; nothing to repair", *_not_mirrored(result)]
     lines = [f"  survivor {survivor}: NEEDS REPAIR"]
     if repair is None:
         return lines
@@ -161,9 +191,20 @@ def next_step(result: dict[str, Any]) -> list[str]:
             f"  not for the repair: {repair['duplicates_expected']} delivered twice already, "
             f"{repair['needs_decision']} for you to decide (payload differs, orphan acks: the HTML report)"
         )
+    lines += _not_mirrored(result)
     lines.append("  next, to repair (add --dry-run to see what it would do without changing anything):")
     lines.append(f"    {repair['command']}")
     return lines
+
+
+def _not_mirrored(result: dict[str, Any]) -> list[str]:
+    n = (result.get("repair") or {}).get("not_mirrored", 0)
+    if not n:
+        return []
+    return [
+        f"  not mirrored: {n} live on {result['failed']} only, where the mirror does not carry them (not a "
+        "divergence, not re-sent; the repair re-sends them with --not-mirrored)"
+    ]
 
 
 def json_report(result: dict[str, Any]) -> str:

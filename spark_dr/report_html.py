@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from .report import cell, columns, fmt_time, label, pivot, timing_line
+from .report import cell, columns, fmt_time, label, pivot, timing_line, what_happened
 from .transforms import CLASSES
 
 STYLE = """
@@ -158,19 +158,28 @@ def plot_figure(result: dict[str, Any]) -> Any:
     return fig
 
 
+_ONE_SIDE = ("one_side_only", "acked_one_side", "not_mirrored")
+
+
 def _groups(result: dict[str, Any], max_rows: int) -> list[str]:
     survivor, failed = result["survivor"], result["failed"]
     groups: list[tuple[str, Callable[[dict[str, Any]], bool]]] = [
         (f"Re-send to {survivor} (live on {failed} only)",
          lambda d: d["class"] == "one_side_only" and d["side"] == failed),
-        (f"Remove from {survivor} (consumed on {failed}, still live on {survivor})",
+        (f"Remove from {survivor} (settled on {failed}, still live on {survivor}: moved to {survivor}'s "
+         f"dead-letter address when {failed} consumed it, deleted when {failed} dead-lettered or expired "
+         "it, its own copy of it being re-sent)",
          lambda d: d["class"] == "acked_one_side" and d["side"] == failed),
+        (f"Not mirrored (live on {failed} only, where the mirror does not carry it: an address its filter "
+         f"excludes, a message from before the mirror, a queue {survivor} does not have; not re-sent, "
+         "unless the repair is given --not-mirrored)",
+         lambda d: d["class"] == "not_mirrored" and d["side"] == failed),
         ("Delivered twice (consumed on both sides; nothing to undo)",
          lambda d: d["class"] == "consumed_both"),
         ("For you to decide (payload differs, orphan acknowledgements)",
          lambda d: d["class"] in ("payload_differs", "orphan_ack")),
         (f"Nothing to do on {survivor} ({failed}'s copy is stale: rebuild {failed} from {survivor})",
-         lambda d: d["class"] in ("one_side_only", "acked_one_side") and d["side"] == survivor),
+         lambda d: d["class"] in _ONE_SIDE and d["side"] == survivor),
     ]  # fmt: skip
     names = result["names"]
     heads = ["message (origin:id)", "address", "queue", "what happened", "divergent event",
@@ -181,16 +190,16 @@ def _groups(result: dict[str, Any], max_rows: int) -> list[str]:
         out.append(f"<h3>{html.escape(title)}: {len(rows)}</h3>")
         if not rows:
             continue
-        shown = [_reference_row(d) for d in rows[:max_rows]]
+        shown = [_reference_row(d, names) for d in rows[:max_rows]]
         out.append(_table(heads, shown))
         if len(rows) > max_rows:
             out.append(f"<p class='note'>... {len(rows) - max_rows} more in reconciliation.json</p>")
     return out
 
 
-def _reference_row(d: dict[str, Any]) -> list[Any]:
+def _reference_row(d: dict[str, Any], names: list[str]) -> list[Any]:
     repaired = "yes" if d.get("dc1_repaired") or d.get("dc2_repaired") else ""
-    what = label(d["class"], d["side"])
+    what = what_happened(d, names)
     return [f"{d['identity_broker']}:{d['identity_id']}", d["address"], d["queue"], what,
             fmt_time(d.get("diverged_ms")), d["dc1_status"], d["dc2_status"], repaired]  # fmt: skip
 

@@ -6,16 +6,19 @@ are few) and the mirror identity of acknowledgements and delivery counts, from t
 they name. For that the reader keeps the identity of every *live* message (local id -> identity and the
 queues still referencing it, as the broker's replay does: a reference dies with its ack or its queue), so
 its memory follows the live messages, not the journal. An ack whose message is not live at that point
-(never in this journal, or already settled on every queue) keeps a null identity: an orphan.
+(never in this journal, or already settled on every queue) keeps a null identity: an orphan. After the
+records, a few ``history`` rows say what the journal may have dropped (``history``: compaction, deleted
+page files), so that a missing record can be read as "never had it" where it cannot have been dropped.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from broker_core.journal.collector import collector_paused
+from broker_core.journal.layout import plan
 from broker_core.journal.node_id import NODE_ID_FILE
 from broker_core.journal.records import (
     AddressAdded,
@@ -31,6 +34,7 @@ from broker_core.journal.records import (
 )
 from broker_core.paging.replay import iter_records_with_pages
 
+from .history import Losses, history_row
 from .identity import message_identity, payload_digests
 
 # (name, Spark SQL type); the order is the row tuple's order
@@ -61,6 +65,7 @@ COLUMNS: list[tuple[str, str]] = [
     ("digest64", "bigint"),
 ]
 COLUMN_NAMES = [name for name, _ in COLUMNS]
+_META_KEY = COLUMN_NAMES.index("meta_key")
 SCHEMA_DDL = ", ".join(f"`{name}` {kind}" for name, kind in COLUMNS)
 
 Row = tuple[Any, ...]
@@ -82,13 +87,16 @@ def journal_dir(directory: Path) -> Path:
     return directory
 
 
-def store_records(directory: Path) -> Iterator[tuple[tuple[int, int], Any]]:
+def store_records(
+    directory: Path, gone: Callable[[Any], None] | None = None
+) -> Iterator[tuple[tuple[int, int], Any]]:
     """Every record a broker's store holds, in the broker's replay order, each with its position (file
     sequence, offset): the segments of its journal directory (or of the data directory's ``journal``),
     with the messages of its page files (``paging`` beside the journal) read as if journalled where
-    their pages were committed. The one place that knows which files hold records: the export, the data
-    source and the repair's payload lookup all read through it."""
-    return iter_records_with_pages(journal_dir(directory))
+    their pages were committed; ``gone`` is told of the records of the page files deleted before they
+    could be read. The one place that knows which files hold records: the export, the data source and
+    the repair's payload lookup all read through it."""
+    return iter_records_with_pages(journal_dir(directory), gone=gone)
 
 
 def journal_rows(directory: Path, live: LiveMessages | None = None) -> Iterator[Row]:
@@ -105,11 +113,18 @@ def _rows(directory: Path, live: LiveMessages | None) -> Iterator[Row]:
     queues: dict[int, tuple[str, str]] = {}  # queue id -> (name, address)
     live = LiveMessages() if live is None else live
     blank: list[Any] = [None] * len(COLUMNS)
-    for (seg, off), rec in store_records(directory):
+    marker = plan(directory).marker
+    losses = Losses(node, (marker.first_seq, marker.last_seq) if marker else None, queues)
+    generation = losses.compacted or (0, -1)
+    for (seg, off), rec in store_records(directory, losses.gone):
+        if losses.in_generation and not generation[0] <= seg <= generation[1]:
+            losses.leave_generation()
         row = list(blank)
         row[0], row[1], row[2] = node, seg, off
         if isinstance(rec, MessageAdded):
             live.add(rec.message_id, _send(row, node, rec, queues), rec.queue_ids)
+            if rec.message_id > losses.top:
+                losses.top = rec.message_id
         elif isinstance(rec, MessageAcked):
             _ack(row, rec.queue_id, rec.message_id, rec, queues, live)
         elif isinstance(rec, MessagesAcked):  # one row per acknowledged message, as if acked one by one
@@ -119,6 +134,7 @@ def _rows(directory: Path, live: LiveMessages | None) -> Iterator[Row]:
         elif isinstance(rec, MetaRecord):
             row[3], row[19] = "meta", rec.key
             row[20] = rec.value[:256].decode("utf-8", "replace")
+            losses.meta(rec.key, rec.value)
         elif isinstance(rec, QueueAdded):
             queues[rec.queue_id] = (rec.name, rec.address)
             row[3], row[9], row[10] = "queue_create", rec.address, rec.name
@@ -136,7 +152,9 @@ def _rows(directory: Path, live: LiveMessages | None) -> Iterator[Row]:
             row[7], row[8] = live.identity(rec.message_id)
         elif isinstance(rec, HighestIds):
             row[3], row[4] = "highest_ids", rec.message_id
+            losses.top = max(losses.top, rec.message_id)
         yield tuple(row)
+    yield from losses.rows(lambda key, value: history_row(node, key, value, len(COLUMNS), _META_KEY))
 
 
 _NONE: tuple[None, None] = (None, None)
@@ -230,5 +248,6 @@ def _send(
     row[13], row[14], row[15] = rec.via_mirror, rec.timestamp_ms, rec.expiry_ms
     row[16], row[21] = payload_digests(rec.body)
     row[17] = len(rec.body)
-    row[18] = identity != (rec.origin_broker_id or node, rec.origin_message_id or rec.message_id)
+    own = rec.message_id if rec.origin_message_id is None else rec.origin_message_id
+    row[18] = identity != (rec.origin_broker_id or node, own)  # the repair's stamp named another
     return identity

@@ -21,10 +21,18 @@ from proton import Delivery, Handler, Link, Timeout
 from proton.utils import BlockingConnection, LinkDetached
 
 from .identity import content_key, format_identity, repair_origin
+from .plan import DEAD_LETTER, DELETE, EXPIRE
 
 REJECT, RELEASE = "reject", "release"
 ARTEMIS_NO_RESOURCE = "AMQ229067"  # Artemis's management: "Cannot find resource with name ..."
 SEND_WINDOW = 256  # sends in flight before waiting for their outcomes
+
+
+_REMOVALS = {  # plan.REMOVAL's actions: Artemis's QueueControl operations, which ours answers too
+    DEAD_LETTER: "sendMessageToDeadLetterAddress",
+    DELETE: "removeMessage",
+    EXPIRE: "expireMessage",
+}
 
 
 class Refused(Exception):
@@ -76,13 +84,31 @@ class Survivor:
                 return None
             raise Refused(f"the survivor refused to count queue {queue}: {exc}") from None
 
-    def remove(self, queue: str, message_id: int) -> bool:
-        """Remove the message with the survivor's own id ``message_id`` from ``queue`` (management's
-        ``removeMessage``, an acknowledgement with reason killed); False when it is not there."""
+    def remove(self, queue: str, message_id: int, action: str) -> bool:
+        """Remove the message with the survivor's own id ``message_id`` from ``queue`` with management:
+        moved to the queue's dead-letter address (``sendMessageToDeadLetterAddress``), deleted
+        (``removeMessage``) or expired (``expireMessage``: to the expiry address, as the broker expires
+        one). False when it does not wait there (consumed since, or out to a consumer)."""
+        op = _REMOVALS[action]
         try:
-            return bool(self.management.call("removeMessage", [message_id], resource=f"queue.{queue}"))
+            return bool(self.management.call(op, [message_id], resource=f"queue.{queue}"))
         except RuntimeError as exc:
             raise Refused(f"the survivor refused to remove message {message_id}: {exc}") from None
+
+    def dead_letter_queues(self, queue: str) -> tuple[str | None, list[str]]:
+        """The queue's dead-letter address (None: it has none) and the queues bound there (none: it
+        has no queue, or does not exist): where a message moved there is kept."""
+        try:
+            address = self.management.get("deadLetterAddress", resource=f"queue.{queue}")
+        except RuntimeError as exc:
+            raise Refused(f"the survivor refused the dead-letter address of queue {queue}: {exc}") from None
+        if not address:
+            return None, []
+        try:
+            names = self.management.get("queueNames", resource=f"address.{address}")
+        except RuntimeError:  # no such address
+            return str(address), []
+        return str(address), [str(n) for n in names or []]
 
     @contextmanager
     def _link(self, create: Callable[[], Any], name: str) -> Iterator[Any]:
@@ -100,7 +126,7 @@ class Survivor:
     def scan(self, address: str, queue: str, count: int, decide: Callable[[list[Seen]], list[str]]) -> int:
         """Receive up to ``count`` messages of the queue unsettled (waiting at most the timeout for the
         last of them), then settle each as ``decide`` says of what was seen of them (content key, repair
-        origin): rejected, or released (not a delivery attempt: the delivery count does not grow).
+        origin): released (not a delivery attempt: the delivery count does not grow), or rejected.
         Returns how many were received. Only what was seen is kept of a message, not its bytes."""
         if count <= 0:
             decide([])

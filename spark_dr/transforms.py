@@ -3,21 +3,26 @@
 Granularity: one message reference, i.e. (identity broker, identity id, queue). A multicast message
 routed to three queues is three references, each consumed independently on each side.
 
-Status of a reference on one side:
+Status of a reference on one side (the last three when the side has no record of it:
+``history.missing_status``):
   live        the side holds it and it is not acknowledged;
   acked       the side holds it and acknowledged it (``consumed``: by a local client, reason normal);
   orphan_ack  the side has an acknowledgement for a message it has no live record of at that point of
               its journal (the row carries no identity, see ``rows.journal_rows``);
-  gone        no record, but the side certainly had it: it produced the message (identity broker is
-              its own node id) or its mirror dedup mark for the origin covers the id. Compaction drops
-              settled messages, so "gone" means "settled, then compacted away";
+  gone        no record, but the side had it and may have dropped the record (compaction drops settled
+              messages, a consumed page is deleted): it produced the message, or its mirror dedup mark
+              for the origin covers the id. "Gone" means "settled, then dropped";
+  unmirrored  no record, and the mirror would never have brought it: the other side's record is one the
+              mirror never carried (a filtered address, an expiry copy, ...), or this side never had the
+              queue;
   absent      no record and no evidence the side ever received it.
 
 Classes (first match wins): orphan_ack; payload_differs (both hold it, digests differ); consumed_both
 (acked by local clients on both sides: delivered twice); acked_one_side (live on one side, acked or
-gone on the other); one_side_only (live on one side, absent on the other); in_sync (everything else:
-live on both with equal digests, settled on both with at most one consumption, or settled on one side
-and never received by the other).
+gone on the other); one_side_only (live on one side, absent on the other); not_mirrored (live on one
+side, unmirrored on the other: outside what the mirror carries, not a divergence); in_sync (everything
+else: live on both with equal digests, settled on both with at most one consumption, or settled on one
+side and never received by the other).
 """
 
 from __future__ import annotations
@@ -30,10 +35,13 @@ from pyspark.sql import functions as F
 from broker_core.vocabulary import AckReason
 from mirror.wire import MIRROR_ADDRESS_PREFIX
 
+from .history import SideHistory
+
 Pick = Callable[[DataFrame], DataFrame]
 
 KEY = ["identity_broker", "identity_id", "queue"]
-CLASSES = ["in_sync", "one_side_only", "acked_one_side", "consumed_both", "payload_differs", "orphan_ack"]
+CLASSES = ["in_sync", "one_side_only", "acked_one_side", "consumed_both", "payload_differs", "orphan_ack",
+           "not_mirrored"]  # fmt: skip
 
 
 def internal(col: Column) -> Column:
@@ -58,8 +66,11 @@ def message_refs(records: DataFrame) -> DataFrame:
 
 
 def all_send_refs(records: DataFrame) -> DataFrame:
-    """Every (send, queue) reference, store-and-forward queues included."""
+    """Every (send, queue) reference, store-and-forward queues included; ``queued``: the send named a
+    store-and-forward queue (as a column of ``records`` when their ``queues`` were cut to one queue per
+    row: ``ranges.pass2_rows``)."""
     sends = records.filter(F.col("event") == "send")
+    queued = F.col("queued") if "queued" in records.columns else named_store_and_forward()
     return sends.select(
         "node_id",
         "message_id",
@@ -70,7 +81,29 @@ def all_send_refs(records: DataFrame) -> DataFrame:
         F.col("timestamp_ms").alias("sent_ms"),
         F.col("via_mirror").alias("send_via_mirror"),
         F.lit(True).alias("sent"),
+        queued.alias("queued"),
     ).filter(F.col("queue").isNotNull())
+
+
+def named_store_and_forward() -> Column:
+    """Whether a send's ``queues`` name a store-and-forward queue: it was queued for the mirror."""
+    return F.coalesce(F.exists("queues", lambda q: internal(q)), F.lit(False))
+
+
+def snf_copy() -> Column:
+    """A send naming only a store-and-forward queue, on a client's address: a message's reference
+    for the mirror, paged on its own (beside the message's own record, with the same local id)."""
+    return (
+        (F.col("event") == "send")
+        & (F.size("queues") == 1)
+        & F.coalesce(internal(F.col("queues")[0]), F.lit(False))
+        & ~F.coalesce(internal(F.col("address")), F.lit(False))
+    )
+
+
+def snf_copies(records: DataFrame) -> DataFrame:
+    """(message_id, snf_copy): the local ids of the messages with a ``snf_copy`` record."""
+    return records.filter(snf_copy()).select("message_id", F.lit(True).alias("snf_copy")).distinct()
 
 
 def _ack_columns() -> list[str | Column]:
@@ -112,6 +145,7 @@ def side_state(records: DataFrame, pick: Pick | None = None) -> DataFrame:
     refs, acks = message_refs(records), identified_acks(records)
     if pick is not None:
         refs, acks = pick(refs), pick(acks)
+    refs = refs.join(snf_copies(records), "message_id", "left")
     joined = refs.join(acks, KEY, "full_outer")
     has_add = F.col("sent").isNotNull()
     status = F.when(~has_add, "orphan_ack").when(F.col("ack_reason").isNull(), "live").otherwise("acked")
@@ -131,6 +165,8 @@ def side_state(records: DataFrame, pick: Pick | None = None) -> DataFrame:
         "offset",
         F.coalesce("message_id", "ack_message_id").alias("message_id"),
         "repaired",
+        "send_via_mirror",
+        F.when(has_add, F.col("queued") | F.coalesce(F.col("snf_copy"), F.lit(False))).alias("queued"),
     )
 
 
@@ -155,11 +191,54 @@ def _marks_map(marks: dict[str, int]) -> Column:
     return F.create_map(*[x for k, v in marks.items() for x in (F.lit(k), F.lit(v))])
 
 
-def _side_status(prefix: str, node_id: str, marks: dict[str, int]) -> Column:
+def _side_status(
+    prefix: str,
+    node_id: str,
+    marks: dict[str, int],
+    history: SideHistory,
+    other: str,
+    other_history: SideHistory,
+) -> Column:
+    """The side's status: as it holds the reference, else ``history.missing_status`` (SQL's nulls
+    read as ``pass2_local`` reads Python's Nones)."""
     held = F.col(f"{prefix}status")
-    mark = F.try_element_at(_marks_map(marks), F.col("identity_broker"))
-    had_it = (F.col("identity_broker") == node_id) | F.coalesce(F.col("identity_id") <= mark, F.lit(False))
-    return F.coalesce(held, F.when(had_it, "gone").otherwise("absent"))
+    b, i, q = F.col("identity_broker"), F.col("identity_id"), F.col("queue")
+    mark = F.try_element_at(_marks_map(marks), b)
+    had_it = F.coalesce(b == node_id, F.lit(False)) | F.coalesce(i <= mark, F.lit(False))
+    never_had_queue = F.lit(False)
+    lost = F.lit(True)
+    if history.known:
+        never_had_queue = q.isNotNull() & (
+            ~q.isin(*sorted(history.queues)) if history.queues else F.lit(True)
+        )
+        lost = F.lit(False)
+        horizons = _marks_map({f"{o}|{qu}": h for (o, qu), h in history.lost.items()})
+        broker = F.coalesce(b, F.lit(""))
+        for key in (F.concat(broker, F.lit("|")), F.concat(broker, F.lit("|"), F.coalesce(q, F.lit(""))),
+                    F.lit("|")):  # fmt: skip
+            lost = lost | F.coalesce(i <= F.try_element_at(horizons, key), F.lit(False))
+    carried = (
+        ~_trimmed(F.col(f"{other}segment"), other_history)
+        & F.coalesce(F.col(f"{other}send_via_mirror") == F.lit(False), F.lit(False))
+        & F.coalesce(F.col(f"{other}queued") == F.lit(False), F.lit(False))
+    )
+    missing = (
+        F.when(carried | never_had_queue, "unmirrored")
+        .when(~lost, "absent")
+        .when(had_it, "gone")
+        .otherwise("absent")
+    )
+    return F.coalesce(held, missing)
+
+
+def _trimmed(segment: Column, history: SideHistory) -> Column:
+    """``SideHistory.trimmed`` of a record's segment."""
+    if not history.known:
+        return F.lit(True)
+    if history.compacted is None:
+        return segment.isNull()
+    first, last = history.compacted
+    return segment.isNull() | segment.between(first, last)
 
 
 def classify(
@@ -171,14 +250,16 @@ def classify(
     marks1: dict[str, int] | None = None,
     marks2: dict[str, int] | None = None,
     names: tuple[str, str] = ("DC1", "DC2"),
+    history: tuple[SideHistory, SideHistory] = (SideHistory(), SideHistory()),
 ) -> DataFrame:
     """Full outer join of two ``side_state`` frames on the identity; one row per reference with its class."""
     a = dc1.select(*KEY, *[F.col(c).alias(f"a_{c}") for c in dc1.columns if c not in KEY])
     b = dc2.select(*KEY, *[F.col(c).alias(f"b_{c}") for c in dc2.columns if c not in KEY])
     j = a.join(b, KEY, "full_outer")
     s1, s2 = F.col("s1"), F.col("s2")
-    j = j.withColumn("s1", _side_status("a_", node1, marks1 or {})).withColumn(
-        "s2", _side_status("b_", node2, marks2 or {})
+    h1, h2 = history
+    j = j.withColumn("s1", _side_status("a_", node1, marks1 or {}, h1, "b_", h2)).withColumn(
+        "s2", _side_status("b_", node2, marks2 or {}, h2, "a_", h1)
     )
     holds1, holds2 = s1.isin("live", "acked"), s2.isin("live", "acked")
     settled1, settled2 = s1.isin("acked", "gone"), s2.isin("acked", "gone")
@@ -189,10 +270,13 @@ def classify(
         .when((s1 == "acked") & (s2 == "acked") & F.col("a_consumed") & F.col("b_consumed"), "consumed_both")
         .when(((s1 == "live") & settled2) | ((s2 == "live") & settled1), "acked_one_side")
         .when(((s1 == "live") & (s2 == "absent")) | ((s2 == "live") & (s1 == "absent")), "one_side_only")
+        .when(
+            ((s1 == "live") & (s2 == "unmirrored")) | ((s2 == "live") & (s1 == "unmirrored")), "not_mirrored"
+        )
         .otherwise("in_sync")
     )
     side = (
-        F.when(cls == "one_side_only", F.when(s1 == "live", n1).otherwise(n2))
+        F.when(cls.isin("one_side_only", "not_mirrored"), F.when(s1 == "live", n1).otherwise(n2))
         .when(cls == "acked_one_side", F.when(s1 == "live", n2).otherwise(n1))
         .when(cls == "orphan_ack", F.when(F.col("s1") == "orphan_ack", n1).otherwise(n2))
     )

@@ -292,6 +292,24 @@ class Paging(Observer):
             return self._reference(queue, record, page.seq)
         return None
 
+    def identity_of_unread(self, queue: Queue, message_id: int) -> tuple[str, int] | None:
+        """The identity of the message with that id (its own) in a page of `queue` not read back yet:
+        management names one message by its id, `take_unread` takes it by its identity."""
+        store = self._store(queue.usage)
+        cursor = store.cursors.get(queue.id) if store is not None else None
+        if store is None or cursor is None or not queue.paged:
+            return None
+        for page in list(store.pages.values()):
+            if page.seq < cursor.page or queue.id not in page.needed:
+                continue
+            index = self._indexes.get(page.seq)
+            if index is None or index.end < page.file.end:
+                index = self._index(store, page, index)
+            for key, (_, record) in index.records.items():
+                if record.message_id == message_id:
+                    return key
+        return None
+
     def _find(
         self, store: PageStore, page: Page, origin: str, mirror_id: int
     ) -> tuple[int, MessageAdded] | None:

@@ -8,14 +8,16 @@
   (compaction drops the `PageAcked` records a completion makes dead), and a `PageRemoved` as one of
   every record of the page not acked yet (every queue was done with it);
 - a page whose file is gone already (removed before this read) is left out entirely, acks included,
-  as compaction leaves out consumed messages.
+  as compaction leaves out consumed messages; `gone`, when given, is told of each such page's
+  `PageWritten` and `PageRemoved` records (what a reader may have lost: the page's address and queues,
+  and where in the journal its last message was consumed).
 Expanded records carry the position of the journal record that stands for them. One pass; a page is
 read once, in the pieces its commits added.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,7 +51,9 @@ class _Page:
     acked: dict[int, set[int]] = field(default_factory=dict)  # queue id -> message ids acked
 
 
-def iter_records_with_pages(journal: Path, paging: Path | None = None) -> Iterator[tuple[Position, Record]]:
+def iter_records_with_pages(
+    journal: Path, paging: Path | None = None, gone: Callable[[Record], None] | None = None
+) -> Iterator[tuple[Position, Record]]:
     """Every record of the journal in replay order, page records expanded (see the module's doc)."""
     paging = paging_directory_of(journal) if paging is None else paging
     pages: dict[int, _Page] = {}
@@ -60,6 +64,8 @@ def iter_records_with_pages(journal: Path, paging: Path | None = None) -> Iterat
             written = pages.setdefault(record.page, _Page())
             for added in _committed(paging / page_name(record.page), written, record.end):
                 yield position, added
+            if written.gone and gone is not None:
+                gone(record)
             continue
         if kind is not PageAcked and kind is not PageCompleted and kind is not PageRemoved:
             yield position, record
@@ -67,6 +73,8 @@ def iter_records_with_pages(journal: Path, paging: Path | None = None) -> Iterat
         assert isinstance(record, (PageAcked, PageCompleted, PageRemoved))
         page = pages.get(record.page)
         if page is None or page.gone:
+            if page is not None and gone is not None and kind is PageRemoved:
+                gone(record)
             continue
         if isinstance(record, PageAcked):
             page.acked.setdefault(record.queue_id, set()).add(record.message_id)

@@ -20,6 +20,7 @@ from broker_core.journal.records import (
     QueueRemoved,
 )
 from broker_core.vocabulary import ANYCAST
+from spark_dr.history import HISTORY
 from spark_dr.identity import REPAIR_ANNOTATION, payload_digest, repair_origin
 from spark_dr.payloads import read_record
 from spark_dr.plan import build_plan
@@ -140,7 +141,8 @@ def test_reading_pauses_the_collector_until_it_ends_or_is_abandoned(tmp_path: Pa
     assert not gc.isenabled(), "off while reading"
     rows.close()  # a reader abandoned half way
     assert gc.isenabled()
-    assert len(list(journal_rows(tmp_path))) == 2 and gc.isenabled()
+    records = [r for r in journal_rows(tmp_path) if r[COLUMN_NAMES.index("event")] != HISTORY]
+    assert len(records) == 2 and gc.isenabled()
 
 
 def test_parquet_export_has_one_row_per_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -157,8 +159,9 @@ def test_parquet_export_has_one_row_per_record(tmp_path: Path, monkeypatch: pyte
         j.flush()
     stats = export_journal(tmp_path / "j", tmp_path / "out.parquet")
     table = pq.read_table(tmp_path / "out.parquet")
-    assert stats["records"] == table.num_rows == 6
-    assert table.column("event").to_pylist() == ["queue_create"] + ["send"] * 5
+    events = table.column("event").to_pylist()
+    assert stats["records"] == 6 and events[:6] == ["queue_create"] + ["send"] * 5
+    assert set(events[6:]) == {HISTORY}  # and after the records, what the journal may have dropped
     # row groups of ROW_GROUP_ROWS records: the second pass skips groups by their message id statistics
     monkeypatch.setattr(export, "ROW_GROUP_ROWS", 4)
     export_journal(tmp_path / "j", tmp_path / "small-groups.parquet")
@@ -177,12 +180,12 @@ def result() -> dict[str, Any]:
          "first_ms": 900, "last_ms": 5000, "diverged_ms": 5000, "dc1_digest": "e", "dc1_size": 5,
          "dc1_segment": 1, "dc1_offset": 90,
          "dc2_digest": "e", "dc2_size": 5, "dc2_segment": 2, "dc2_offset": 40, "dc1_repaired": False,
-         "dc2_repaired": False, "dc1_message_id": 11, "dc2_message_id": 17},
+         "dc2_repaired": False, "dc1_message_id": 11, "dc2_message_id": 17, "dc1_ack_reason": 0},
     ]  # fmt: skip
     return {
         "generated_at_ms": 1_700_000_000_000, "seconds": 1.5, "names": ["DC1", "DC2"], "survivor": "DC2",
         "failed": "DC1", "counts": {"in_sync": 4, "one_side_only": 1, "acked_one_side": 1, "consumed_both": 0,
-                                    "payload_differs": 0, "orphan_ack": 0},
+                                    "payload_differs": 0, "orphan_ack": 0, "not_mirrored": 0},
         "total": 6, "by_address": [{"address": "q", "class": "in_sync", "side": None, "count": 4},
                                    {"address": "q", "class": "one_side_only", "side": "DC1", "count": 1},
                                    {"address": "q", "class": "acked_one_side", "side": "DC1", "count": 1}],
@@ -209,7 +212,8 @@ def with_repair(r: dict[str, Any]) -> dict[str, Any]:
 def test_console_summary_says_what_to_do_next_on_one_screen() -> None:
     text = console_summary(with_repair(result()))
     assert len(text.splitlines()) <= 24 and max(map(len, text.splitlines())) <= 160
-    assert "only on DC1" in text and "consumed on DC1 only" in text and "NEEDS REPAIR" in text
+    assert "only on DC1" in text and "settled on DC1 only" in text and "NEEDS REPAIR" in text
+    assert "  settled on DC1 only: 1 consumed" in text  # how: consumed, dead-lettered, expired, ...
     assert "21.5 s in all (Spark start-up 9.2 s" in text and "recovery-point gap 1.000 s" in text
     assert "in sync: 4 (of which 2 repaired copies)" in text
     assert "\n    amqp-mirror repair --plan out/repair-plan.json --broker amqp://dc2:5672" in text
@@ -226,7 +230,8 @@ def test_html_groups_references_by_action_with_a_bar_plot_and_no_none() -> None:
     assert "data:image/png;base64," in page and "None" not in page
     assert page.index("What the repair will do on DC2") < page.index("Re-send to DC2 (live on DC1 only): 1")
     assert page.index("Re-send to DC2 (live on DC1 only): 1") < page.index("Remove from DC2")
-    assert "<th>consumed on DC1 only</th>" in page or '<th class="n">consumed on DC1 only</th>' in page
+    assert "<th>settled on DC1 only</th>" in page or '<th class="n">settled on DC1 only</th>' in page
+    assert "<td>consumed on DC1 only</td>" in page  # the reference's row says how
     assert "amqp-mirror repair --plan out/repair-plan.json --broker amqp://dc2:5672" in page
 
 
@@ -242,10 +247,18 @@ def test_plan_names_messages_by_identity_with_their_queue_and_a_hint() -> None:
     plan = build_plan(result())
     assert plan["resend"] == [{"identity": "n1:3", "address": "q", "queue": "q", "digest": "d", "size": 5,
                                "hint": [1, 32]}]  # fmt: skip
-    # and the survivor's own id, which removes it from an Artemis survivor (read from its export)
+    # and the survivor's own id, which the repair removes it by, and how DC1 settled it
     assert plan["remove"] == [
-        {"identity": "n1:4", "address": "q", "queue": "q.sub", "digest": "e", "survivor_id": 17}
+        {
+            "identity": "n1:4",
+            "address": "q",
+            "queue": "q.sub",
+            "digest": "e",
+            "survivor_id": 17,
+            "how": "consumed",
+        }
     ]
+    assert plan["not_mirrored"] == []
     assert plan["journals"]["DC1"] == "/data/DC1" and plan["nodes"]["DC2"] == "DC2-node-id"
     assert plan["kinds"] == {"DC1": "journal", "DC2": "journal"}
     assert plan["queues"] == [{"queue": "q", "address": "q", "resend": 1, "remove": 0},

@@ -201,20 +201,22 @@ def subprocess_free_copy(source: Path, target: Path) -> None:
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("serverlock*"))
 
 
-def run_repair(plan_file: Path, survivor: BrokerProcess, *extra: str) -> subprocess.Popen[str]:
+def run_repair(
+    plan_file: Path, survivor: BrokerProcess, *extra: str, cwd: Path | None = None
+) -> subprocess.Popen[str]:
     """``amqp-mirror repair`` as the operator runs it: its own process."""
     argv = [sys.executable, "-m", "amqp_mirror", "repair", "--plan", str(plan_file), "--broker", survivor.url,
             "--timeout", "3", *extra]  # fmt: skip
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
 
 
 def test_what_a_stale_plan_cannot_do_is_said_in_one_line_each(
     scenario: tuple[F.Failover, dict[str, Any], Path], survivor: BrokerProcess, tmp_path: Path
 ) -> None:
-    """Since the plan: the survivor's orders were all consumed (every removal there matches nothing),
-    its news.us subscription was deleted, and DC1's journal is not where the plan says; one line each,
-    exit 1, no traceback, and what could be done is done."""
+    """Since the plan: the survivor's orders were all consumed (every removal there finds nothing),
+    its news.us subscription was deleted, and DC1's journal is not where the plan says (one line for
+    all its re-sends); one line each, exit 1, no traceback, and what could be done is done."""
     _, plan, plan_file = scenario
     plan_file = own_plan(plan_file, tmp_path)
     F.receive(survivor.url, "orders", 1000, timeout=1)
@@ -228,13 +230,60 @@ def test_what_a_stale_plan_cannot_do_is_said_in_one_line_each(
     resends = Counter(e["queue"] for e in plan["resend"])
     removals = Counter(e["queue"] for e in plan["remove"])
     journal_lines = [p for p in problems if "journal" in p and "is not here" in p]
-    assert len(journal_lines) == len(plan["resend"])  # one per message it could not read
+    assert journal_lines == [f"amqp-mirror repair: {len(plan['resend'])} re-sends not done: DC1's journal "
+                             f"{tmp_path / 'nowhere'} is not here (give --journal DC1=DIR)"]  # fmt: skip
     assert sum("not found on the survivor" in p for p in problems) == removals["orders"]
     assert sum("news.us" in p and "not done there" in p for p in problems) == 1
-    assert len(problems) == len(plan["resend"]) + removals["orders"] + 1
+    assert len(problems) == 1 + removals["orders"] + 1
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["remove"] == len(plan["remove"]) - removals["orders"] - removals["news.us"]
     assert summary["resend"] == 0 and resends["news.us"] > 0
+
+
+def test_a_removal_waits_for_a_dead_letter_queue_to_keep_it(
+    scenario: tuple[F.Failover, dict[str, Any], Path], survivor: BrokerProcess, tmp_path: Path
+) -> None:
+    """A message DC1 consumed (or settled, how its compacted journal no longer says) is removed from the
+    survivor to its dead-letter address, kept there for the operator: with no queue there, it would be
+    dropped, so the repair says so for each queue and removes none of them; the re-sends are done."""
+    _, plan, plan_file = scenario
+    plan_file = own_plan(plan_file, tmp_path)
+    assert {e["how"] for e in plan["remove"]} <= {"consumed", "settled"}
+    request(survivor.url, "destroyQueue", ["DLA"])
+    before = F.depths(survivor)
+    with run_repair(plan_file, survivor) as proc:
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    problems = [line for line in err.splitlines() if not line.startswith("[")]
+    removals = Counter(e["queue"] for e in plan["remove"])
+    assert sorted(problems) == sorted(
+        f"amqp-mirror repair: queue {q} has a dead-letter address, DLA, with no queue: {n} removals of "
+        "messages the failed side consumed are not done (a removed message is kept there for you, and "
+        "would be dropped): give that address a queue and run repair again"
+        for q, n in removals.items()
+    )
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert (summary["resend"], summary["remove"]) == (len(plan["resend"]), 0)
+    assert F.depths(survivor) == F.expected_depths(before, {**plan, "remove": []})
+
+
+def test_a_plan_moved_with_its_journal_is_read_from_anywhere(
+    scenario: tuple[F.Failover, dict[str, Any], Path], survivor: BrokerProcess, tmp_path: Path
+) -> None:
+    """A plan's journal path, relative, is taken from the plan's directory (the plan and the journals
+    moved together), whatever directory the repair runs from."""
+    failover, plan, _ = scenario
+    moved = tmp_path / "dr"
+    subprocess_free_copy(failover.dc1_journal, moved / "dc1" / "journal")
+    plan_file = moved / "report" / "plan.json"
+    plan_file.parent.mkdir(parents=True)
+    plan_file.write_text(json.dumps({**plan, "journals": {**plan["journals"], "DC1": "../dc1/journal"}}))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with run_repair(plan_file, survivor, "--dry-run", cwd=elsewhere) as proc:
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert json.loads(out.strip().splitlines()[-1])["would_resend"] == len(plan["resend"])
 
 
 def kill_when(proc: subprocess.Popen[str], ready: Callable[[], bool], timeout: float = 30.0) -> None:

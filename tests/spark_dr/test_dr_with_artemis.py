@@ -6,6 +6,12 @@ Artemis lost (the repair on ours), once with ours lost (the repair on Artemis).
 What the lost side did alone while the other was down is the divergence: new messages (to re-send on
 the survivor) and consumed messages (to remove there). The export holds no acknowledgement: that Artemis
 consumed a message is read from its absence, as reconciliation reads a compacted journal.
+
+Both mirrors filter out the address ``local`` (``address-filter="!local"``), and each side holds
+messages of its own there, sent before the ones the mirror carries (so the other side's dedup mark
+passes their ids): the survivor keeps its own. Ours the mirror never carried are not re-sent (``not
+mirrored``, read from our journal); Artemis's, which its export cannot tell from ones already mirrored,
+are re-sent when Artemis is the lost side (the doubt on the safe side).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import pytest
 
 from spark_dr.cli import reconcile_main
 from tests.artemis.support import (
+    ORDERS,
     Broker,
     artemis,
     bodies,
@@ -50,11 +57,21 @@ def dual_mirror(tmp_path: Path, artemis_is: str) -> tuple[ArtemisProcess, Broker
     ours_is = "DC2" if artemis_is == "DC1" else "DC1"
     a_port, o_port = free_port(), free_port()
     a_home, o_home = tmp_path / artemis_is.lower(), tmp_path / ours_is.lower()
-    a = artemis(a_home, a_port, config(a_port, mirror_connection(ours_is.lower(), o_port))).start()
-    o = ours(o_home, o_port, config(o_port, mirror_connection(artemis_is.lower(), a_port)))
+    to_ours = mirror_connection(ours_is.lower(), o_port, FILTER)
+    a = artemis(a_home, a_port, config(a_port, to_ours, addresses=ADDRESSES)).start()
+    o = ours(
+        o_home,
+        o_port,
+        config(o_port, mirror_connection(artemis_is.lower(), a_port, FILTER), addresses=ADDRESSES),
+    )
     o.start()
     wait_until(lambda: "AMQ111003" in o.log(), 30, "our mirror to connect to Artemis")
     return a, o
+
+
+FILTER = 'address-filter="!local"'
+ADDRESSES = ORDERS + '<address name="local"><anycast><queue name="local"/></anycast></address>'
+LOCAL = {"lost": [f"lost-local-{i}" for i in range(3)], "survivor": [f"survivor-local-{i}" for i in range(2)]}
 
 
 def traffic_then_cut(lost: Broker, survivor: Broker, ours_side: BrokerProcess) -> None:
@@ -63,6 +80,8 @@ def traffic_then_cut(lost: Broker, survivor: Broker, ours_side: BrokerProcess) -
     consumes 3 more (of its own), and ends: ours is killed, Artemis stopped (killed, it can leave a
     journal its own `data exp` cannot read through, a NullPointerException half way: see
     docs/dr-reconciliation.md, "An export cut short")."""
+    send_to_queue(lost, "local", LOCAL["lost"])  # never mirrored, before the messages that are
+    send_to_queue(survivor, "local", LOCAL["survivor"])
     send_to_queue(lost, "orders", [f"dc1-{i}" for i in range(20)])
     send_to_queue(survivor, "orders", [f"dc2-{i}" for i in range(10)])
     wait_until(
@@ -106,9 +125,10 @@ def test_an_artemis_export_is_reconciled_and_repaired_from(tmp_path: Path, spark
     plan = json.loads((out / "repair-plan.json").read_text())
     assert plan["nodes"]["DC1"] == node1 and plan["journals"]["DC1"] == str(export)
     resend = {e["identity"] for e in plan["resend"]}
-    assert len(resend) == 7 and all(i.startswith(node1 + ":") for i in resend)
-    assert {e["queue"] for e in plan["resend"] + plan["remove"]} == {"orders"}
-    assert len(plan["remove"]) == 3 and plan["needs_decision"] == []
+    assert len(resend) == 7 + len(LOCAL["lost"]) and all(i.startswith(node1 + ":") for i in resend)
+    assert {e["queue"] for e in plan["resend"] + plan["remove"]} == {"orders", "local"}
+    assert {e["queue"] for e in plan["remove"]} == {"orders"}
+    assert len(plan["remove"]) == 3 and plan["needs_decision"] == [] and plan["not_mirrored"] == []
 
     # the repair, on the restarted survivor: re-sent from the export, removed by content
     dc2.start()
@@ -118,9 +138,15 @@ def test_an_artemis_export_is_reconciled_and_repaired_from(tmp_path: Path, spark
     )  # fmt: skip
     assert repaired.returncode == 0, repaired.stdout + repaired.stderr
     summary = json.loads(repaired.stdout.strip().splitlines()[-1])
-    assert (summary["resend"], summary["remove"], summary["problems"]) == (7, 3, 0), summary
+    assert (summary["resend"], summary["remove"], summary["problems"]) == (7 + len(LOCAL["lost"]), 3, 0), (
+        summary
+    )
     wait_until(lambda: depth(dc2, "orders") == len(REPAIRED), 30, "the repaired depth")
     assert bodies(dc2, "orders") == REPAIRED
+    assert bodies(dc2, "local") == sorted(
+        LOCAL["survivor"] + LOCAL["lost"]
+    )  # its own kept; Artemis's re-sent
+    assert depth(dc2, "DLA") == 3  # the removed messages, kept for the operator
     dc2.stop()
 
     # the survivor now agrees with the lost data centre's last state
@@ -154,6 +180,7 @@ def test_an_artemis_survivor_is_reconciled_from_its_export_and_repaired(tmp_path
     plan = json.loads((out / "repair-plan.json").read_text())
     assert plan["nodes"]["DC2"] == node2 and plan["kinds"] == {"DC1": "journal", "DC2": "artemis-export"}
     assert len(plan["resend"]) == 7 and len(plan["remove"]) == 3
+    assert len(plan["not_mirrored"]) == len(LOCAL["lost"])  # ours the mirror never carried: not re-sent
     assert all(isinstance(e["survivor_id"], int) for e in plan["remove"])
 
     dc2.start()
@@ -165,6 +192,8 @@ def test_an_artemis_survivor_is_reconciled_from_its_export_and_repaired(tmp_path
     again = json.loads(repository_env().run(*args, cwd=tmp_path, timeout=120).stdout.strip().splitlines()[-1])
     assert (again["resend"], again["already_present"], again["already_removed"]) == (0, 7, 3), again
     assert depth(dc2, "orders") == len(REPAIRED) and bodies(dc2, "orders") == REPAIRED
+    assert bodies(dc2, "local") == sorted(LOCAL["survivor"])  # its own kept
+    assert depth(dc2, "DLA") == 3  # the removed messages, kept for the operator
     dc2.stop()
 
     args2 = argparse.Namespace(

@@ -178,3 +178,93 @@ def test_node_id_from_the_footer(spark: Any, tmp_path: Path) -> None:
     frame(spark, [send(N1, 1), send(N1, 2)]).write.parquet(str(tmp_path / "side"))
     assert footer_node_id(tmp_path / "side") == N1
     assert footer_node_id(tmp_path / "nothing") is None
+
+
+# ------------------------------------------------------------------- what the mirror does not carry
+
+
+def history(node: str, facts: dict[str, int]) -> list[tuple[Any, ...]]:
+    """A reader's history rows (``spark_dr.history``)."""
+    from spark_dr.history import HISTORY, VERSION
+
+    return [rec(node, HISTORY, meta_key=k, meta_value=str(v)) for k, v in {VERSION: 1, **facts}.items()]
+
+
+def at_segment(row: tuple[Any, ...], segment: int) -> tuple[Any, ...]:
+    r = list(row)
+    r[COLUMN_NAMES.index("segment")] = segment
+    return tuple(r)
+
+
+def expiry_copy(node: str, mid: int, of: tuple[str, int]) -> tuple[Any, ...]:
+    """A side's own copy of an expired message: its original's identity, made here, never mirrored."""
+    return rec(node, "send", message_id=mid, origin_broker_id=None if of[0] == node else of[0],
+               origin_message_id=of[1], identity_broker=of[0], identity_id=of[1], address="Expired",
+               queues=["Expired"], digest=f"d{of[1]}", size=10, timestamp_ms=1000, via_mirror=False,
+               repaired=False)  # fmt: skip
+
+
+def carried_pair() -> tuple[list[Any], list[Any]]:
+    """Both sides with history: DC1's own message on a filtered address (no store-and-forward queue),
+    expiry copies on both sides or one, a message whose store-and-forward reference was paged on its
+    own, a compacted (trimmed) record, a subscription DC2 never had, and DC2's dedup mark past them all."""
+    from spark_dr.history import COMPACTED_FIRST, COMPACTED_LAST, QUEUE, lost_key
+
+    dc1 = [
+        send(N1, 1, queues=["q", SNF]), ack(N1, 1, SNF),  # mirrored: DC2 consumed it and compacted it away
+        send(N1, 2, queue="local"),  # a filtered address: never queued for the mirror
+        send(N1, 3, queues=["q"]), rec(N1, "send", message_id=3, identity_broker=N1, identity_id=3,
+                                       address="q", queues=[SNF], size=5, timestamp_ms=1, via_mirror=False,
+                                       repaired=False),  # its store-and-forward reference paged alone
+        send(N1, 4, queues=["q"]),  # compacted (below): its dead SNF reference trimmed away
+        expiry_copy(N1, 5, (N1, 40)),  # DC1 expired 40; DC2 did not
+        expiry_copy(N1, 6, (N1, 41)),  # both expired 41: a copy on each side
+        send(N1, 7, queues=["news.x", SNF]),  # a subscription whose creation was never mirrored
+        send(N1, 8, queues=["q", SNF]),  # mirrored, then consumed on DC2, whose pages were deleted
+    ]  # fmt: skip
+    mid = COLUMN_NAMES.index("message_id")
+    dc1 = [at_segment(r, 1 if r[mid] == 4 else 2) for r in dc1]
+    queues = ("q", "local", "Expired", "news.x")
+    dc1 += history(N1, {COMPACTED_FIRST: 1, COMPACTED_LAST: 1, **{QUEUE + q: 1 for q in queues}})
+    dc2 = [
+        expiry_copy(N2, 30, (N1, 41)),
+        expiry_copy(N2, 31, (N2, 90)),  # DC2's own expiry copy, never on DC1
+        send(N2, 32, queues=["q", SNF]),  # DC2's own, pending for the mirror
+        rec(N2, "meta", meta_key=f"mirror.dedup.{N1}", meta_value="100"),
+    ]
+    dc2 += history(N2, {lost_key(N1, ""): 5, lost_key(N1, "q"): 8, **{QUEUE + q: 1 for q in queues[:3]}})
+    return dc1, dc2
+
+
+def test_what_the_mirror_never_carried_is_not_read_as_received(spark: Any, tmp_path: Path) -> None:
+    dc1, dc2 = carried_pair()
+    local, distributed = both_ways(spark, tmp_path, dc1, dc2, ids=1)
+    assert local == distributed
+    got = {(d["identity_broker"], d["identity_id"], d["queue"]): (d["class"], d["side"], d["dc1_status"],
+           d["dc2_status"]) for d in map(json.loads, local["diverged"])}  # fmt: skip
+    assert got == {
+        (N1, 1, "q"): ("acked_one_side", "DC2", "live", "gone"),  # the mark, below DC2's horizon
+        (N1, 2, "local"): ("not_mirrored", "DC1", "live", "unmirrored"),  # whatever the mark says
+        (N1, 3, "q"): ("acked_one_side", "DC2", "live", "gone"),  # queued: its paged SNF reference
+        (N1, 4, "q"): ("acked_one_side", "DC2", "live", "gone"),  # trimmed: its queues are not as routed
+        (N1, 40, "Expired"): ("not_mirrored", "DC1", "live", "unmirrored"),
+        (N2, 90, "Expired"): ("not_mirrored", "DC2", "unmirrored", "live"),
+        (N1, 7, "news.x"): ("not_mirrored", "DC1", "live", "unmirrored"),  # DC2 never had the queue
+        (N1, 8, "q"): ("acked_one_side", "DC2", "live", "gone"),  # below the deleted page's horizon
+        (N2, 32, "q"): ("one_side_only", "DC2", "absent", "live"),  # DC1 lost nothing of DC2's
+    }
+    assert local["counts"]["in_sync"] == 1  # 41's two copies
+    assert local["survivor_in_sync"]  # for DC2: what the mirror does not carry is no divergence
+
+
+def test_above_its_horizons_a_missing_record_is_never_received(spark: Any, tmp_path: Path) -> None:
+    """The same DC1 message, above everything DC2 may have dropped: DC2 never had it, whatever its mark."""
+    from spark_dr.history import QUEUE, lost_key
+
+    dc1 = [at_segment(send(N1, 50, queues=["q", SNF]), 2), *history(N1, {QUEUE + "q": 1})]
+    dc2 = [rec(N2, "meta", meta_key=f"mirror.dedup.{N1}", meta_value="100"),
+           *history(N2, {lost_key(N1, ""): 49, QUEUE + "q": 1})]  # fmt: skip
+    local, distributed = both_ways(spark, tmp_path, dc1, dc2, ids=1)
+    assert local == distributed
+    (d,) = map(json.loads, local["diverged"])
+    assert (d["class"], d["side"], d["dc2_status"]) == ("one_side_only", "DC1", "absent")
