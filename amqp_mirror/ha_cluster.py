@@ -40,7 +40,7 @@ from broker_core.ha.cluster_service import (
     VOTE,
     own_connector,
 )
-from broker_core.ha.quorum import Outcome, Question, Tally, quorum_size, remember, votes_needed
+from broker_core.ha.quorum import Outcome, Promise, Question, Tally, kept, quorum_size, remember, votes_needed
 from connections.outbound import OutboundConnection
 from connections.policies import LinkHost, LinkRole
 
@@ -196,6 +196,7 @@ class ClusterMembership:
         # node id -> the newest activation sequence seen active with it (in memory only): a vote to an
         # older journal is refused
         self.newest: dict[str, int] = {}
+        self.promises: dict[str, Promise] = {}  # node id -> the sequence a stay-active yes let it move on to
         # votes asked ("asked <question> <won|lost>") and cast ("cast <question> <yes|no>"): the metrics
         self.counts: Counter[str] = Counter()
         cluster = config.cluster_connection()
@@ -244,6 +245,9 @@ class ClusterMembership:
     def remember(self, node_id: str, sequence: int) -> None:
         """`node_id` was seen active at activation `sequence` (by a member, or this server itself)."""
         self.newest = remember(self.newest, node_id, sequence)
+        promise = kept(self.promises.get(node_id), sequence)
+        if promise is None:
+            self.promises.pop(node_id, None)
 
     def changed(self, member: Member, up: bool) -> None:
         where = f"{member.connector.host}:{member.connector.port}"

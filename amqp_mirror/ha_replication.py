@@ -404,6 +404,7 @@ class ReplicationCoordinator:
                     sequence=lambda: read_activation_sequence(self.lock_dir),
                     by_vote=lambda: self.won_vote,
                     newest=lambda: membership.newest,
+                    promises=lambda: membership.promises,
                 ),
             )
             self._cluster_changed()

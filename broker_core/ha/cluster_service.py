@@ -22,7 +22,7 @@ from broker_core.amqp.performatives import Attach
 from broker_core.errors import Unauthorized
 from broker_core.services import OutgoingLink, Peer
 
-from .quorum import Question, answer
+from .quorum import Promise, Question, answer, promised
 
 if TYPE_CHECKING:
     from broker_core.amqp.connection import Link
@@ -79,6 +79,7 @@ class ClusterService:
         sequence: Callable[[], int] = lambda: 0,
         by_vote: Callable[[], bool] = lambda: False,
         newest: Callable[[], Mapping[str, int]] = dict,
+        promises: Callable[[], dict[str, Promise]] = dict,
     ) -> None:
         self.name = name
         self.node_id = node_id
@@ -91,6 +92,7 @@ class ClusterService:
         self.sequence = sequence  # this server's activation sequence
         self.by_vote = by_vote
         self.newest = newest  # node id -> the newest activation sequence this server has seen active
+        self.promises = promises  # node id -> the sequence this server let a primary move on to
 
     def attach_sender(self, peer: Peer, link: Link, attach: Attach, address: str) -> Attach:
         if not peer.cluster_member:
@@ -131,7 +133,11 @@ class ClusterService:
         asker_sequence = sequence if isinstance(sequence, int) else 0
         topology = self.topology()
         newest = self.newest().get(node_id, 0)
-        vote = answer(kind, node_id, connector, topology, asker_sequence, newest)
+        promises = self.promises()
+        vote = answer(kind, node_id, connector, topology, asker_sequence, newest, promises.get(node_id))
+        promise = promised(kind, vote, asker_sequence, connector)
+        if promise is not None:
+            promises[node_id] = promise
         seen = topology.get(node_id)
         log.info(
             "AMQ951101: %s votes %s to %s on %s %s with activation sequence %d (it sees that node id %s; "

@@ -20,6 +20,11 @@ the connector of the server active with it, itself included while it is active):
   confirmed is not in it. Each member says its activation sequence when it answers as active, and its
   memory of the newest it has seen per node id (`remember`); the memory is in memory only: a cluster
   whose every server restarts at once starts it afresh.
+- a voter that says yes to a stay-active vote from a journal at `n` remembers a *promise* of `n + 1` to
+  that asker (it moves its sequence on, to fence off its lost backup, once it won): until it is seen
+  active at `n + 1` or more, another asker below `n + 1` gets no (the asker's own retries are let
+  through), so a backup cut off with the copy from before cannot win its vote while the primary,
+  unseen, goes on confirming alone.
 
 **Two actives for one node id** (a member seen active with this server's node id): the older activation
 stops serving and rejoins (`superseded`). The higher activation sequence is the newer. At equal
@@ -70,14 +75,36 @@ def answer(
     topology: Mapping[str, str],
     asker_sequence: int = 0,
     newest_seen: int = 0,
+    promise: Promise | None = None,
 ) -> bool:
     """A voter's answer to `question` about `node_id` (asked from `connector`, whose journal is at
-    `asker_sequence`), from its topology and the newest activation sequence it has seen for `node_id`."""
+    `asker_sequence`), from its topology, the newest activation sequence it has seen for `node_id`, and
+    the sequence it promised to another asker of `node_id`, if any."""
     if asker_sequence < newest_seen:
         return False  # a newer activation of this node id has been seen: the asker's journal misses it
+    if promise is not None and asker_sequence < promise.sequence and promise.connector != connector:
+        return False  # another server of this node id was let move its sequence on past the asker's
     if question == Question.PRIMARY_GONE:
         return node_id not in topology
     return topology.get(node_id) == connector
+
+
+@dataclass(frozen=True)
+class Promise:
+    """A yes to a stay-active vote: the asker at `connector` moves its sequence on to `sequence`."""
+
+    sequence: int
+    connector: str
+
+
+def promised(question: Question, vote: bool, asker_sequence: int, connector: str) -> Promise | None:
+    """What a voter promises by its answer: the next sequence to a primary it lets stay active."""
+    return Promise(asker_sequence + 1, connector) if question == Question.STAY_ACTIVE and vote else None
+
+
+def kept(promise: Promise | None, seen: int) -> Promise | None:
+    """A promise still pending once the node id was seen active at `seen`: none once seen at it or past."""
+    return promise if promise is not None and seen < promise.sequence else None
 
 
 def remember(newest: Mapping[str, int], node_id: str, sequence: int) -> dict[str, int]:

@@ -10,10 +10,13 @@ import pytest
 from broker_core.ha.quorum import (
     Activation,
     Outcome,
+    Promise,
     Question,
     Tally,
     answer,
     final,
+    kept,
+    promised,
     quorum_size,
     remember,
     superseded,
@@ -136,3 +139,43 @@ def test_the_woken_primary_and_its_backup_that_took_over() -> None:
     assert superseded(Activation(2, False, "10.0.0.1:5672"), backup)
     assert not superseded(backup, Activation(2, False, "10.0.0.1:5672"))
     assert not superseded(backup, Activation(1, False, "10.0.0.3:5672"))
+
+
+PRIMARY, BACKUP = "10.0.0.1:5672", "10.0.0.2:5672"
+
+
+@pytest.mark.parametrize("question", list(Question))
+@pytest.mark.parametrize("asker", [PRIMARY, BACKUP])
+@pytest.mark.parametrize(("sequence", "promise"), list(itertools.product(range(0, 4), range(1, 4))))
+def test_a_promise_to_one_asker_refuses_the_others_below_it(
+    question: Question, asker: str, sequence: int, promise: int
+) -> None:
+    """A voter that let the primary move on to `promise` refuses any other asker below it; the primary
+    itself (its retries) and anyone at or past it are answered as without the promise."""
+    topology = {"node-1": asker} if question == Question.STAY_ACTIVE else {}
+    without = answer(question, "node-1", asker, topology, sequence, 0)
+    assert without  # the topology says yes: only the promise can say no
+    given = Promise(promise, PRIMARY)
+    expected = asker == PRIMARY or sequence >= promise
+    assert answer(question, "node-1", asker, topology, sequence, 0, given) == expected
+
+
+def test_only_a_stay_active_yes_promises_and_seeing_the_node_keeps_or_ends_it() -> None:
+    assert promised(Question.STAY_ACTIVE, True, 1, PRIMARY) == Promise(2, PRIMARY)
+    assert promised(Question.STAY_ACTIVE, False, 1, PRIMARY) is None
+    assert promised(Question.PRIMARY_GONE, True, 1, BACKUP) is None
+    assert promised(Question.PRIMARY_GONE, False, 1, BACKUP) is None
+    pending = Promise(2, PRIMARY)
+    assert kept(pending, 1) == pending  # seen at the old sequence: the move is still to come
+    assert kept(pending, 2) is None  # seen where it was promised: the newest seen says the rest
+    assert kept(pending, 3) is None
+    assert kept(None, 1) is None
+
+
+def test_the_paused_backup_cannot_win_while_its_primary_goes_on_unseen() -> None:
+    """The soak's case: backup 1 paused, primary 1 wins its stay-active vote at 1 (promised 2) and moves
+    on; primary 1 is paused before the voters see it at 2; backup 1 wakes, asks whether primary 1 is
+    gone with its copy at 1: no, though nobody sees primary 1 active."""
+    promise = promised(Question.STAY_ACTIVE, True, 1, PRIMARY)
+    assert answer(Question.PRIMARY_GONE, "node-1", BACKUP, {}, 1, 1, promise) is False
+    assert answer(Question.PRIMARY_GONE, "node-1", BACKUP, {}, 2, 1, promise) is True  # copied since
