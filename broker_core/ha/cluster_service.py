@@ -134,14 +134,15 @@ class ClusterService:
         topology = self.topology()
         newest = self.newest().get(node_id, 0)
         promises = self.promises()
-        vote = answer(kind, node_id, connector, topology, asker_sequence, newest, promises.get(node_id))
+        pending = promises.get(node_id)
+        vote = answer(kind, node_id, connector, topology, asker_sequence, newest, pending)
         promise = promised(kind, vote, asker_sequence, connector)
         if promise is not None:
             promises[node_id] = promise
         seen = topology.get(node_id)
         log.info(
             "AMQ951101: %s votes %s to %s on %s %s with activation sequence %d (it sees that node id %s; "
-            "the newest activation it has seen of it: %d)",
+            "the newest activation it has seen of it: %d%s)",
             self.name,
             "yes" if vote else "no",
             peer.name,
@@ -150,6 +151,7 @@ class ClusterService:
             asker_sequence,
             f"active at {seen}" if seen is not None else "active nowhere",
             newest,
+            f"; it let {pending.connector} move on to {pending.sequence}" if pending is not None else "",
         )
         self.on_vote(kind, vote)
         return vote

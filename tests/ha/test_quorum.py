@@ -246,6 +246,6 @@ def test_a_woken_primary_is_refused_once_a_newer_activation_of_its_node_was_seen
     assert refusals and all(" votes no " in line for line in refusals), refusals
     assert any(
         f"with activation sequence {older} " in line
-        and f"the newest activation it has seen of it: {newer})" in line
+        and f"the newest activation it has seen of it: {newer}" in line
         for line in refusals
     ), refusals
