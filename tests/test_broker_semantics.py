@@ -11,13 +11,11 @@ import pytest
 from proton import ConnectionException, Delivery, Message, Timeout
 from proton.utils import LinkDetached, SendException
 
-from broker_core.amqp.performatives import Attach, Flow, Source, Target, Transfer
-from broker_core.message import MessageView
 from connections.cli import request
 from tests.peers.ports import wait_until
 from tests.support.broker import BrokerProcess
 from tests.support.client import Capabilities, connect, receive, send
-from tests.support.raw_amqp import RawPeer
+from tests.support.raw_amqp import taken_then_lost
 
 
 @pytest.fixture
@@ -108,23 +106,6 @@ def test_multicast_subscribers_each_get_every_message(broker: BrokerProcess) -> 
             assert got == ["a", "b", "c"]
 
 
-def taken_then_lost(broker: BrokerProcess, queue: str) -> int:
-    """Receive one message of `queue` on a raw connection, then lose the socket without settling it or
-    closing; the delivery count the message came with."""
-    with RawPeer("127.0.0.1", broker.port) as peer:
-        peer.open()
-        peer.begin()
-        attach = Attach(name="r", handle=0, role=True, source=Source(address=queue), target=Target())
-        peer.send_frame(0, attach.encode_amqp())
-        peer.wait_for(Attach)
-        flow = Flow(next_incoming_id=0, incoming_window=100, next_outgoing_id=0, outgoing_window=100,
-                    handle=0, delivery_count=0, link_credit=1)  # fmt: skip
-        peer.send_frame(0, flow.encode_amqp())
-        peer.wait_for(Transfer)
-        payload = peer.last_payload
-    return MessageView(payload).header.delivery_count
-
-
 def test_redelivery_after_consumer_loss_counts_deliveries(broker: BrokerProcess) -> None:
     """As on Artemis (checked against 2.40): what a consumer held unsettled comes back counted as a
     delivery when its connection is lost (it may have been processed), uncounted when the client let
@@ -138,7 +119,7 @@ def test_redelivery_after_consumer_loss_counts_deliveries(broker: BrokerProcess)
     [again] = receive(broker.url, "orders", 1, accept=None)
     assert again.body == "once"
     assert again.delivery_count == 0
-    assert taken_then_lost(broker, "orders") == 0
+    assert taken_then_lost(broker.port, "orders") == 0
     [lost] = receive(broker.url, "orders", 1)  # the socket went without a close: counted
     assert lost.body == "once"
     assert lost.delivery_count == 1
@@ -165,7 +146,7 @@ def test_release_is_not_an_attempt_but_consumer_loss_is_until_dead_letter(broker
         r.release(delivered=True)  # modified without delivery-failed: likewise
         assert r.receive(timeout=5).delivery_count == 0
     for attempt in (0, 1, 2):  # max-delivery-attempts=3: each consumer loss counts one
-        assert taken_then_lost(broker, "orders") == attempt
+        assert taken_then_lost(broker.port, "orders") == attempt
     assert receive(broker.url, "orders", 1, timeout=0.3) == []
     [dead] = receive(broker.url, "DLA", 1)
     assert dead.body == "flaky"

@@ -14,7 +14,18 @@ from typing import Any
 
 from broker_core.amqp.codec import Symbol, decode_value
 from broker_core.amqp.framing import AMQP_HEADER, FRAME_AMQP, FRAME_SASL, SASL_HEADER, frame
-from broker_core.amqp.performatives import Attach, Begin, Close, Flow, Open, SaslInit, Source, Target
+from broker_core.amqp.performatives import (
+    Attach,
+    Begin,
+    Close,
+    Flow,
+    Open,
+    SaslInit,
+    Source,
+    Target,
+    Transfer,
+)
+from broker_core.message import MessageView
 
 _HEADER = struct.Struct(">IBBH")
 
@@ -160,3 +171,20 @@ def condition_of(close: Close | None) -> str | None:
     if close is None or close.error is None:
         return None
     return str(close.error.condition)
+
+
+def taken_then_lost(port: int, queue: str, host: str = "127.0.0.1") -> int:
+    """Receive one message of `queue` on a raw connection, then lose the socket without settling it or
+    closing (a failed consumer: the broker counts the delivery); the delivery count it came with."""
+    with RawPeer(host, port) as peer:
+        peer.open()
+        peer.begin()
+        attach = Attach(name="r", handle=0, role=True, source=Source(address=queue), target=Target())
+        peer.send_frame(0, attach.encode_amqp())
+        peer.wait_for(Attach)
+        flow = Flow(next_incoming_id=0, incoming_window=100, next_outgoing_id=0, outgoing_window=100,
+                    handle=0, delivery_count=0, link_credit=1)  # fmt: skip
+        peer.send_frame(0, flow.encode_amqp())
+        peer.wait_for(Transfer)
+        payload = peer.last_payload
+    return MessageView(payload).header.delivery_count
