@@ -5,6 +5,7 @@ Every test ends by checking that a well-behaved proton client is still served.
 
 from __future__ import annotations
 
+import socket
 import struct
 from collections.abc import Iterator
 
@@ -227,7 +228,19 @@ def test_malformed_frame_body_is_a_decode_error(broker: BrokerProcess) -> None:
 
 def test_unknown_protocol_header_is_answered_and_hung_up(broker: BrokerProcess) -> None:
     with RawPeer(LOOPBACK, broker.port) as peer:
-        peer.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        peer.send(b"XMPP\x00\x01\x00\x00 and more")
         assert peer.wait_closed() is None
         assert peer.headers and peer.headers[0].startswith(b"AMQP")
+    _assert_serving(broker)
+
+
+def test_a_plain_http_request_is_told_this_port_speaks_amqp(broker: BrokerProcess) -> None:
+    """A request that is HTTP but no upgrade (a browser pointed at the AMQP port): an HTTP answer, then
+    hung up; the acceptor serves on."""
+    with socket.create_connection((LOOPBACK, broker.port), timeout=10) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        answer = b""
+        while chunk := sock.recv(4096):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 426 "), answer[:80]
     _assert_serving(broker)

@@ -328,7 +328,9 @@ def test_export_reconcile_and_repair_as_installed(
     reconciled = spark_ready.run(
         "reconcile", str(dc1), str(dc2), "--out", str(out), "--plan", str(plan), cwd=tmp_path, timeout=300
     )
-    assert reconciled.returncode == 3, reconciled.stdout + reconciled.stderr  # DC2 lacks DC1's orders
+    # the two brokers run no mirror: DC1's orders were never carried to DC2, not a divergence
+    assert reconciled.returncode == 0, reconciled.stdout + reconciled.stderr
+    assert "not mirrored: 3 live on DC1 only" in reconciled.stdout, reconciled.stdout
     assert "Traceback" not in reconciled.stderr
     assert plan.exists() and any(out.glob("*.html"))
     port = broker_xml(tmp_path / "survivor" / "etc" / "broker.xml", "dc2", dc2)
@@ -336,9 +338,11 @@ def test_export_reconcile_and_repair_as_installed(
     survivor = spark_ready.start("run", "--config", "survivor/etc/broker.xml", cwd=tmp_path, log=log)
     try:
         wait_listening(survivor, log)
-        dry = spark_ready.run(
-            "repair", "--plan", str(plan), "--broker", f"amqp://127.0.0.1:{port}", "--dry-run", cwd=tmp_path
-        )
+        repair = ("repair", "--plan", str(plan), "--broker", f"amqp://127.0.0.1:{port}", "--dry-run")
+        alone = spark_ready.run(*repair, cwd=tmp_path)
+        assert alone.returncode == 0, alone.stdout + alone.stderr
+        assert json.loads(alone.stdout.strip().splitlines()[-1])["would_resend"] == 0  # nothing diverged
+        dry = spark_ready.run(*repair, "--not-mirrored", cwd=tmp_path)
         assert dry.returncode == 0, dry.stdout + dry.stderr
         outcome = json.loads(dry.stdout.strip().splitlines()[-1])
         assert outcome["dry_run"] is True and outcome["would_resend"] == 3, outcome  # DC1's three orders
