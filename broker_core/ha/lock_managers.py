@@ -236,6 +236,7 @@ class ZooKeeperLockManager:
         if self.holds(node_id):
             return True
         self._held.pop(node_id, None)  # one given up: a fresh try
+        self._clear_own_contenders(client, self._path(node_id, "locks"))
         lock = client.Lock(self._path(node_id, "locks"))  # a fresh recipe for each try
         sent = time.monotonic()
         if not lock.acquire(blocking=False):
@@ -246,6 +247,26 @@ class ZooKeeperLockManager:
             self._contact = sent
         self._event(node_id, LockEvent.ACQUIRED)
         return True
+
+    @staticmethod
+    def _clear_own_contenders(client: Any, path: str) -> None:
+        """Remove this session's nodes left under the lock. A try cut off between creating its node and
+        removing it again (the connection lost, then found again with the same session) leaves a node
+        of ours in the queue: every later try, with a recipe of its own, would wait behind it for ever,
+        and so would every other server. We hold nothing when we try, so any node of ours is such a
+        leftover."""
+        from kazoo.exceptions import NoNodeError
+
+        own = client.client_id[0]
+        try:
+            children = client.get_children(path)
+        except NoNodeError:
+            return
+        for child in children:
+            stat = client.exists(f"{path}/{child}")
+            if stat is not None and stat.ephemeralOwner == own:
+                with contextlib.suppress(NoNodeError):
+                    client.delete(f"{path}/{child}")
 
     def unlock(self, node_id: str) -> None:
         lock = self._held.pop(node_id, None)

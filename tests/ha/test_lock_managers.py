@@ -48,6 +48,26 @@ def test_zookeeper_lock_is_exclusive_and_the_sequence_a_compare_and_set(zookeepe
         b.stop()
 
 
+def test_a_node_of_ours_left_by_a_try_cut_off_never_blocks_the_lock(zookeeper: Ensemble) -> None:
+    """A try cut off between creating its node and removing it (the connection lost and found again with
+    the same session) leaves a node of ours queued for the lock: the next try must not wait behind it,
+    nor leave the other servers waiting behind it."""
+    node = str(uuid.uuid4())
+    a, b = zk(zookeeper, namespace="t4"), zk(zookeeper, namespace="t4")
+    try:
+        locks = f"/t4/{node}/locks"  # where the recipe queues its contenders
+        assert a.try_lock(node)
+        path = a._client.Lock(locks).create_path  # the name kazoo's recipe gives a contender
+        b._client.create(path, ephemeral=True, sequence=True, makepath=True)  # b's try, cut off
+        a.unlock(node)
+        assert b.try_lock(node), "b waits behind its own leftover node"
+        b.unlock(node)
+        wait_until(lambda: a.try_lock(node), 10, "a to take the lock b let go of")
+    finally:
+        a.stop()
+        b.stop()
+
+
 def test_zookeeper_lock_is_given_up_when_the_majority_goes(zookeeper: Ensemble) -> None:
     node = str(uuid.uuid4())
     manager = zk(zookeeper, namespace="t2", **{"session-ms": "3000", "session-percent": "33"})
