@@ -322,7 +322,10 @@ def test_a_mirror_added_later_with_acks_and_queue_creation_not_mirrored(
     origin rise across everything it did): not mirrored, not settled on DC2. A consumption on DC1 stays
     there (its ack is not mirrored): settled on DC1 only, the message still live on DC2. DC2's mirror
     target holds the messages for the queue it does not have, then puts them on its dead-letter address
-    (``mirrorHoldTimeout``): there they are DC2's only."""
+    (``mirrorHoldTimeout``): there they are DC2's only. Then the mirror is cut, DC1 takes a message on
+    each queue and consumes one, and is killed: the repair re-sends DC1's one live mirrored message,
+    moves the two DC1 consumed to DC2's dead-letter queue, re-sends nothing the mirror never carried,
+    and DC2's every queue then holds exactly that."""
     need_spark()
     p1, p2 = free_port(), free_port()
     held = {"addresses": ADDRESSES, "acceptor_params": "mirrorHoldTimeout=1000"}
@@ -361,6 +364,30 @@ def test_a_mirror_added_later_with_acks_and_queue_creation_not_mirrored(
             "resend"
         ]
         assert consumed not in early
+
+        # the cut, DC1 alone a while, then killed
+        request(dc1.url, "stopBrokerConnection", ["DC2"])
+        resent = t.send(dc1, "DC1", "orders", 1, "after")
+        t.send(dc1, "DC1", "auto", 1, "after")
+        (consumed_alone,) = take(dc1, "orders", 1)
+        dc1.kill()
+        code, result = reconcile(tmp_path, dc1, dc2, "killed", spark)
+        assert code == 3, counts(result)
+        plan_file = tmp_path / "report-killed" / "repair-plan.json"
+        plan = json.loads(plan_file.read_text())
+        assert [e["queue"] for e in plan["resend"]] == ["orders"]
+        assert sorted(e["queue"] for e in plan["not_mirrored"]) == ["auto"] * 3 + ["short"] * 3
+        done = repair(plan_file, dc2, capsys)
+        assert (done["resend"], done["remove"], done["problems"]) == (1, 2, 0), done
+        wait_until(lambda: depth(dc2, "DLA") == len(auto) + 2, 10, "the removals")
+        # DC2 keeps what it held but what DC1 consumed (kept on its dead-letter address), gains DC1's
+        # live mirrored messages, and none of those the mirror never carried
+        want = {q: Counter[int]() for q in ADDRESS_OF}
+        want["orders"].update(tag for tag, (address, _, _) in t.sent.items() if address == "orders")
+        want["orders"] -= Counter([consumed, consumed_alone])
+        want["DLA"].update([*auto, consumed, consumed_alone])
+        assert resent[0] in want["orders"] and consumed_alone not in resent
+        assert {q: drain(dc2, q) for q in ADDRESS_OF} == {q: +want[q] for q in ADDRESS_OF}
     finally:
         dc1.kill()
         dc2.stop()
