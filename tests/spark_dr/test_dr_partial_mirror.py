@@ -20,7 +20,10 @@ what the survivor must hold once repaired, queue by queue, and the test drains e
    Reconciled again: in sync.
 
 And a broker that served alone, then gained a mirror that carries neither acknowledgements nor queue
-creations: what the mirror never carried is not mirrored, whatever the other side's dedup mark says.
+creations: what the mirror never carried is not mirrored, whatever the other side's dedup mark says,
+and a repair after a cut and a SIGKILL leaves the survivor's queues exact. And a dual mirror that does
+not carry queue removals: the queue one side removed and the other kept reads as not mirrored, and a
+repair touches neither it nor what the failed side removed with a queue.
 """
 
 from __future__ import annotations

@@ -223,6 +223,8 @@ def carried_pair() -> tuple[list[Any], list[Any]]:
         send(N1, 7, queues=["news.x", SNF]),  # a subscription whose creation was never mirrored
         send(N1, 8, queues=["q", SNF]),  # mirrored, then consumed on DC2, whose pages were deleted
         send(N1, 9, queue="gone", queues=["gone", SNF]),  # mirrored, then removed with DC2's queue
+        send(N1, 10, queue="gone", queues=["gone", SNF]),  # a removal both sides made (then the queue again)
+        ack(N1, 10, "gone", REMOVED_WITH_QUEUE),
     ]  # fmt: skip
     mid = COLUMN_NAMES.index("message_id")
     dc1 = [at_segment(r, 1 if r[mid] == 4 else 2) for r in dc1]
@@ -236,6 +238,8 @@ def carried_pair() -> tuple[list[Any], list[Any]]:
         ack(N2, 33, "gone", REMOVED_WITH_QUEUE),  # not mirrored
         send(N2, 34, queues=["q", SNF]),
         ack(N2, 34, "q", REMOVED_WITH_QUEUE),  # q removed, then made again
+        send(N2, 35, queue="gone", origin=(N1, 10)),
+        ack(N2, 35, "gone", REMOVED_WITH_QUEUE),
         rec(N2, "meta", meta_key=f"mirror.dedup.{N1}", meta_value="100"),
     ]
     dc2 += history(N2, {lost_key(N1, ""): 5, lost_key(N1, "q"): 8, **{QUEUE + q: 1 for q in queues[:3]}})
@@ -260,7 +264,7 @@ def test_what_the_mirror_never_carried_is_not_read_as_received(spark: Any, tmp_p
         (N2, 32, "q"): ("one_side_only", "DC2", "absent", "live"),  # DC1 lost nothing of DC2's
         (N1, 9, "gone"): ("not_mirrored", "DC1", "live", "removed"),  # a removal the mirror did not carry
     }
-    assert local["counts"]["in_sync"] == 2  # 41's two copies; 34, which neither side holds
+    assert local["counts"]["in_sync"] == 3  # 41's two copies; 34 and 10, which neither side holds
     assert local["survivor_in_sync"]  # for DC2: what the mirror does not carry is no divergence
 
 
