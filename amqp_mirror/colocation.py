@@ -24,7 +24,7 @@ import itertools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from broker_core.amqp.codec import Symbol
 from broker_core.amqp.performatives import Attach, Source, Target
@@ -40,9 +40,10 @@ from connections.policies import LinkHost, LinkRole
 
 if TYPE_CHECKING:
     from broker_core.amqp.connection import Link
-    from broker_core.config.model import Acceptor
+    from broker_core.config.model import Acceptor, BrokerConfig, HaPolicy, HaRole
+    from broker_core.passive import PassiveListener
 
-    from .ha import HaController
+    from .broker import Broker
 
 log = logging.getLogger("broker.ha")
 
@@ -56,6 +57,29 @@ BACKUP = Symbol("backup")  # accepted: the name of the backup the host runs
 REASON = Symbol("reason")  # refused: why
 
 
+class HaController(Protocol):
+    """What colocation needs of an HA controller (amqp_mirror/ha.py): the host's, a hosted backup's, or
+    the asking primary's."""
+
+    config: BrokerConfig
+    loop: asyncio.AbstractEventLoop
+    policy: HaPolicy
+    role: HaRole
+    state: State
+    broker: Broker
+    passive: PassiveListener | None
+    active_elsewhere: tuple[str, int] | None
+    backs_up: str | None
+    on_transition: list[Callable[[State, Event, State], None]]
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+# (its configuration, what to call when it exits) -> a hosted backup's HA controller, not started
+NewController = Callable[["BrokerConfig", Callable[[int, str], None]], HaController]
+
 # ----------------------------------------------------------------------------------------- host
 
 
@@ -68,8 +92,9 @@ class Hosted:
 class Hosting:
     """The backups a primary hosts for the other primaries of its cluster."""
 
-    def __init__(self, host: HaController) -> None:
+    def __init__(self, host: HaController, new_controller: NewController) -> None:
         self.host = host
+        self.new_controller = new_controller
         self.backups: dict[str, Hosted] = {}
         self.refused = 0  # requests refused (max-backups reached, or not active): a metric
 
@@ -92,13 +117,11 @@ class Hosting:
         return False, why
 
     def _start(self, request: BackupRequest) -> str:
-        from .ha import HaController
-
         host = self.host
         number = next(n for n in itertools.count(1) if backup_name(n) not in self.backups)
         name = backup_name(number)
         config = backup_config(host.config, number, request)
-        controller = HaController(config, host.loop, self._ended(name), host.prepare)
+        controller = self.new_controller(config, self._ended(name))
         controller.backs_up = request.name
         controller.on_transition.append(self._transition(name, request))
         self.backups[name] = Hosted(request, controller)

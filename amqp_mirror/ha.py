@@ -220,10 +220,10 @@ class HaController:
         self._said_isolated = False
         # <colocated>: the backups this primary hosts for its cluster, and its own request for one
         colocated = self.policy.colocated
-        self.hosting = Hosting(self) if colocated is not None else None
+        self.hosting = Hosting(self, self._hosted) if colocated is not None else None
         self.requester = BackupRequester(self) if colocated is not None and colocated.request_backup else None
         self.backs_up: str | None = None  # a hosted (colocated) backup: the primary it backs up
-        self.broker = self._new_broker()
+        self.broker: Broker = self._new_broker()
         self.coordinator = self._new_coordinator()
         other = config.ha_partner()
         self.active_elsewhere = (other.host, other.port) if other is not None else None
@@ -236,6 +236,10 @@ class HaController:
         self.rejoin: str | None = None
         # told of every change of state (old, event, new): operations count failovers, tell systemd
         self.on_transition: list[Callable[[State, Event, State], None]] = []
+
+    def _hosted(self, config: BrokerConfig, on_exit: Callable[[int, str], None]) -> HaController:
+        """A backup this primary hosts (colocated): run as this one is, on its loop."""
+        return HaController(config, self.loop, on_exit, self.prepare)
 
     def _new_broker(self) -> Broker:
         broker = Broker(self.config, self.loop)
