@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
+from typing import Any
 
+import pytest
 from proton import Message
 
 from connections.cli import Management
@@ -48,8 +50,10 @@ def node(
     *,
     max_backups: int = 1,
     retries: int = -1,
+    kind: str = "replication",
 ) -> BrokerProcess:
-    manager = lock_manager(FILE_LOCKS, locks_folder=str(locks))
+    # a shared store's lock files are in the primary's journal directory, which its backup uses
+    manager = lock_manager(FILE_LOCKS, locks_folder=str(locks)) if kind == "replication" else ""
     extra = f"""{CLUSTER}
     <connectors>
       <connector name="self">tcp://{LOOPBACK}:{port}</connector>
@@ -59,13 +63,13 @@ def node(
       <connector-ref>self</connector-ref><connection-ttl>5000</connection-ttl><retry-interval>200</retry-interval>
       <static-connectors><connector-ref>other</connector-ref></static-connectors>
     </cluster-connection></cluster-connections>
-    <ha-policy><replication><colocated>
+    <ha-policy><{kind}><colocated>
       <request-backup>true</request-backup><max-backups>{max_backups}</max-backups>
       <backup-request-retries>{retries}</backup-request-retries>
       <backup-request-retry-interval>300</backup-request-retry-interval>
       <backup-port-offset>{OFFSET}</backup-port-offset>
       <primary>{manager}</primary><backup>{manager}</backup>
-    </colocated></replication></ha-policy>"""
+    </colocated></{kind}></ha-policy>"""
     acceptor = f'\n      <acceptor name="http">tcp://{LOOPBACK}:{http}?httpUpgradeEnabled=true</acceptor>'
     return BrokerProcess(
         home,
@@ -76,7 +80,7 @@ def node(
     )
 
 
-def two_nodes(tmp_path: Path, **options: int) -> tuple[BrokerProcess, BrokerProcess, dict[str, int]]:
+def two_nodes(tmp_path: Path, **options: Any) -> tuple[BrokerProcess, BrokerProcess, dict[str, int]]:
     ports = {"a": offset_port(), "b": offset_port(), "a-http": free_port(), "b-http": free_port()}
     locks = tmp_path / "locks"
     locks.mkdir()
@@ -94,20 +98,27 @@ def hosted(broker: BrokerProcess) -> list[dict]:  # type: ignore[type-arg]
     return list(ha_status(broker).get("colocatedBackups") or [])
 
 
-def test_each_node_hosts_the_others_backup_and_the_client_follows_a_killed_node_to_it(tmp_path: Path) -> None:
-    a, b, ports = two_nodes(tmp_path)
+@pytest.mark.parametrize("kind", ["replication", "shared-store"])
+def test_each_node_hosts_the_others_backup_and_the_client_follows_a_killed_node_to_it(
+    tmp_path: Path, kind: str
+) -> None:
+    a, b, ports = two_nodes(tmp_path, kind=kind)
     a.start()
     b.start()
     for host, other in ((a, "node-b"), (b, "node-a")):
         wait_until(lambda h=host: "AMQ951183" in h.log(), 30, f"{host.name} to start a backup of {other}")
         [backup] = hosted(host)
         assert (backup["name"], backup["backsUp"], backup["role"]) == (BACKUP, other, "backup")
-    wait_until(lambda: ha_status(b)["synchronized"] is True, 30, "node-b's backup on node-a to synchronize")
+    if kind == "replication":
+        wait_until(
+            lambda: ha_status(b)["synchronized"] is True, 30, "node-b's backup on node-a to synchronize"
+        )
+    else:
+        wait_until(lambda: ha_status(b)["backupPresent"] is True, 30, "node-b's backup on node-a to wait")
     assert ha_status(b)["backupHostedBy"] == f"{LOOPBACK}:{ports['a']} as {BACKUP}"
-    # replication: the host's directories with the backup's name appended
-    assert (a.home / "data" / f"journal_{BACKUP}").is_dir() and (
-        b.home / "data" / f"journal_{BACKUP}"
-    ).is_dir()
+    # replication: the host's directories with the backup's name appended; shared store: the requester's
+    appended = [(node.home / "data" / f"journal_{BACKUP}").is_dir() for node in (a, b)]
+    assert appended == ([True, True] if kind == "replication" else [False, False])
     # its own acceptor moved by the offset; the HTTP-upgrade one is its host's (the passive backup redirects)
     with socket.create_connection((LOOPBACK, ports["b"] + OFFSET), timeout=5):
         pass
@@ -122,7 +133,7 @@ def test_each_node_hosts_the_others_backup_and_the_client_follows_a_killed_node_
         wait_until(lambda: "AMQ951184" in a.log(), 30, "node-b's backup on node-a to activate")
         producer.join(60)
     assert producer.confirmed == list(range(400))
-    assert "AMQ221010" in a.log()  # the replication backup's own activation line
+    assert "AMQ221010" in a.log()  # the backup's own activation line
     [backup] = hosted(a)
     assert backup["state"] == "active"
 
