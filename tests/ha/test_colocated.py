@@ -7,6 +7,8 @@ asking primary retries as configured, then gives up."""
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from connections.failover import FailoverConnection, ReceiveTimeout
 from tests.peers.ports import LOOPBACK, free_port, wait_until
 from tests.support.broker import BrokerProcess
 from tests.support.ha import CLUSTER, FAST, FILE_LOCKS, ORDERS, Producer, lock_manager
+from tests.support.ops import Metered, metrics_xml
 
 OFFSET = 100
 BACKUP = "colocated_backup_01"
@@ -51,10 +54,13 @@ def node(
     max_backups: int = 1,
     retries: int = -1,
     kind: str = "replication",
+    metrics: int | None = None,
 ) -> BrokerProcess:
     # a shared store's lock files are in the primary's journal directory, which its backup uses
     manager = lock_manager(FILE_LOCKS, locks_folder=str(locks)) if kind == "replication" else ""
-    extra = f"""{CLUSTER}
+    extra = (
+        (metrics_xml(metrics) if metrics is not None else "")
+        + f"""{CLUSTER}
     <connectors>
       <connector name="self">tcp://{LOOPBACK}:{port}</connector>
       <connector name="other">tcp://{LOOPBACK}:{other}</connector>
@@ -70,6 +76,7 @@ def node(
       <backup-port-offset>{OFFSET}</backup-port-offset>
       <primary>{manager}</primary><backup>{manager}</backup>
     </colocated></{kind}></ha-policy>"""
+    )
     acceptor = f'\n      <acceptor name="http">tcp://{LOOPBACK}:{http}?httpUpgradeEnabled=true</acceptor>'
     return BrokerProcess(
         home,
@@ -82,9 +89,19 @@ def node(
 
 def two_nodes(tmp_path: Path, **options: Any) -> tuple[BrokerProcess, BrokerProcess, dict[str, int]]:
     ports = {"a": offset_port(), "b": offset_port(), "a-http": free_port(), "b-http": free_port()}
+    ports["a-metrics"] = free_port()
     locks = tmp_path / "locks"
     locks.mkdir()
-    a = node(tmp_path / "a", "node-a", ports["a"], ports["a-http"], ports["b"], locks, **options)
+    a = node(
+        tmp_path / "a",
+        "node-a",
+        ports["a"],
+        ports["a-http"],
+        ports["b"],
+        locks,
+        metrics=ports["a-metrics"],
+        **options,
+    )
     b = node(tmp_path / "b", "node-b", ports["b"], ports["b-http"], ports["a"], locks, **options)
     return a, b, ports
 
@@ -96,6 +113,18 @@ def ha_status(broker: BrokerProcess) -> dict:  # type: ignore[type-arg]
 
 def hosted(broker: BrokerProcess) -> list[dict]:  # type: ignore[type-arg]
     return list(ha_status(broker).get("colocatedBackups") or [])
+
+
+def cli(*args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "amqp_mirror", *args], capture_output=True, text=True, timeout=60
+    )
+    return done.stdout
+
+
+def colocated_metric(metrics_port: int, state: str) -> float | None:
+    labels = {"backup": BACKUP, "role": "backup", "state": state, "backs_up": "node-b"}
+    return Metered(None, metrics_port).value("amqp_mirror_ha_colocated_backups", **labels)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("kind", ["replication", "shared-store"])
@@ -119,6 +148,12 @@ def test_each_node_hosts_the_others_backup_and_the_client_follows_a_killed_node_
     # replication: the host's directories with the backup's name appended; shared store: the requester's
     appended = [(node.home / "data" / f"journal_{BACKUP}").is_dir() for node in (a, b)]
     assert appended == ([True, True] if kind == "replication" else [False, False])
+    # what runs in node-a's process, as status, ha status and the metrics say it
+    passive = "passive"
+    said = f"colocated backup {BACKUP}  role backup  state {passive}  backs up node-b at tcp://{LOOPBACK}:{ports['b']}"
+    assert said in cli("status", "--url", a.url)
+    assert f"{BACKUP} (backup, {passive}) backs up node-b" in cli("ha", "status", "--url", a.url)
+    assert colocated_metric(ports["a-metrics"], passive) == 1
     # its own acceptor moved by the offset; the HTTP-upgrade one is its host's (the passive backup redirects)
     with socket.create_connection((LOOPBACK, ports["b"] + OFFSET), timeout=5):
         pass
@@ -135,7 +170,7 @@ def test_each_node_hosts_the_others_backup_and_the_client_follows_a_killed_node_
     assert producer.confirmed == list(range(400))
     assert "AMQ221010" in a.log()  # the backup's own activation line
     [backup] = hosted(a)
-    assert backup["state"] == "active"
+    assert backup["state"] == "active" and colocated_metric(ports["a-metrics"], "active") == 1
 
     got: list[int] = []
     with FailoverConnection(f"failover:({to_backup})?{FAST}") as conn:
