@@ -48,7 +48,7 @@ def node(
     name: str,
     port: int,
     http: int,
-    other: int,
+    others: list[int],
     locks: Path,
     *,
     max_backups: int = 1,
@@ -56,25 +56,32 @@ def node(
     kind: str = "replication",
     metrics: int | None = None,
 ) -> BrokerProcess:
-    # a shared store's lock files are in the primary's journal directory, which its backup uses
-    manager = lock_manager(FILE_LOCKS, locks_folder=str(locks)) if kind == "replication" else ""
-    extra = (
-        (metrics_xml(metrics) if metrics is not None else "")
-        + f"""{CLUSTER}
-    <connectors>
-      <connector name="self">tcp://{LOOPBACK}:{port}</connector>
-      <connector name="other">tcp://{LOOPBACK}:{other}</connector>
-    </connectors>
+    """A primary with `<colocated>` asking the servers at `others` (in turn) to host its backup, and
+    hosting up to `max_backups` of theirs; a plain acceptor (offset for its backups) and an HTTP upgrade
+    endpoint (its backups': the host hands them their connections)."""
+    # replication: a lock manager decides; shared store: the lock files in the primary's own journal
+    # directory, which its backup uses (and, stopped cleanly, it lets its backup take over)
+    if kind == "replication":
+        primary = backup = lock_manager(FILE_LOCKS, locks_folder=str(locks))
+    else:
+        primary, backup = "<failover-on-shutdown>true</failover-on-shutdown>", ""
+    connectors = "".join(
+        f'<connector name="other-{i}">tcp://{LOOPBACK}:{other}</connector>' for i, other in enumerate(others)
+    )
+    static = "".join(f"<connector-ref>other-{i}</connector-ref>" for i in range(len(others)))
+    extra = (metrics_xml(metrics) if metrics is not None else "") + (
+        f"""{CLUSTER}
+    <connectors><connector name="self">tcp://{LOOPBACK}:{port}</connector>{connectors}</connectors>
     <cluster-connections><cluster-connection name="c">
       <connector-ref>self</connector-ref><connection-ttl>5000</connection-ttl><retry-interval>200</retry-interval>
-      <static-connectors><connector-ref>other</connector-ref></static-connectors>
+      <static-connectors>{static}</static-connectors>
     </cluster-connection></cluster-connections>
     <ha-policy><{kind}><colocated>
       <request-backup>true</request-backup><max-backups>{max_backups}</max-backups>
       <backup-request-retries>{retries}</backup-request-retries>
       <backup-request-retry-interval>300</backup-request-retry-interval>
       <backup-port-offset>{OFFSET}</backup-port-offset>
-      <primary>{manager}</primary><backup>{manager}</backup>
+      <primary>{primary}</primary><backup>{backup}</backup>
     </colocated></{kind}></ha-policy>"""
     )
     acceptor = f'\n      <acceptor name="http">tcp://{LOOPBACK}:{http}?httpUpgradeEnabled=true</acceptor>'
@@ -87,23 +94,28 @@ def node(
     )
 
 
-def two_nodes(tmp_path: Path, **options: Any) -> tuple[BrokerProcess, BrokerProcess, dict[str, int]]:
-    ports = {"a": offset_port(), "b": offset_port(), "a-http": free_port(), "b-http": free_port()}
-    ports["a-metrics"] = free_port()
+def nodes(
+    tmp_path: Path, asks: dict[str, list[str]], **options: Any
+) -> tuple[list[BrokerProcess], dict[str, int]]:
+    """The nodes named in `asks`, each asking the others it lists, metrics on; their ports by name."""
+    ports = {name: offset_port() for name in asks}
+    ports |= {f"{name}-{what}": free_port() for name in asks for what in ("http", "metrics")}
     locks = tmp_path / "locks"
     locks.mkdir()
-    a = node(
-        tmp_path / "a",
-        "node-a",
-        ports["a"],
-        ports["a-http"],
-        ports["b"],
-        locks,
-        metrics=ports["a-metrics"],
-        **options,
-    )
-    b = node(tmp_path / "b", "node-b", ports["b"], ports["b-http"], ports["a"], locks, **options)
-    return a, b, ports
+    made = [
+        node(
+            tmp_path / name,
+            f"node-{name}",
+            ports[name],
+            ports[f"{name}-http"],
+            [ports[other] for other in others],
+            locks,
+            metrics=ports[f"{name}-metrics"],
+            **options,
+        )
+        for name, others in asks.items()
+    ]
+    return made, ports
 
 
 def ha_status(broker: BrokerProcess) -> dict:  # type: ignore[type-arg]
@@ -122,16 +134,23 @@ def cli(*args: str) -> str:
     return done.stdout
 
 
+def metric(metrics_port: int, name: str, **labels: str) -> float | None:
+    return Metered(None, metrics_port).value(name, **labels)  # type: ignore[arg-type]
+
+
 def colocated_metric(metrics_port: int, state: str) -> float | None:
     labels = {"backup": BACKUP, "role": "backup", "state": state, "backs_up": "node-b"}
-    return Metered(None, metrics_port).value("amqp_mirror_ha_colocated_backups", **labels)  # type: ignore[arg-type]
+    return metric(metrics_port, "amqp_mirror_ha_colocated_backups", **labels)
 
 
 @pytest.mark.parametrize("kind", ["replication", "shared-store"])
-def test_each_node_hosts_the_others_backup_and_the_client_follows_a_killed_node_to_it(
-    tmp_path: Path, kind: str
+@pytest.mark.parametrize("how", ["kill", "stop"])
+def test_each_node_hosts_the_others_backup_and_the_client_follows_a_lost_node_to_it(
+    tmp_path: Path, kind: str, how: str
 ) -> None:
-    a, b, ports = two_nodes(tmp_path, kind=kind)
+    """The seed's test: node-b's primary lost (SIGKILL, or a clean stop), the client on HTTP-upgrade
+    connectors goes on with its colocated backup in node-a's process; every confirmed message once."""
+    (a, b), ports = nodes(tmp_path, {"a": ["b"], "b": ["a"]}, kind=kind)
     a.start()
     b.start()
     for host, other in ((a, "node-b"), (b, "node-a")):
@@ -146,15 +165,15 @@ def test_each_node_hosts_the_others_backup_and_the_client_follows_a_killed_node_
         wait_until(lambda: ha_status(b)["backupPresent"] is True, 30, "node-b's backup on node-a to wait")
     assert ha_status(b)["backupHostedBy"] == f"{LOOPBACK}:{ports['a']} as {BACKUP}"
     # replication: the host's directories with the backup's name appended; shared store: the requester's
-    appended = [(node.home / "data" / f"journal_{BACKUP}").is_dir() for node in (a, b)]
+    appended = [(n.home / "data" / f"journal_{BACKUP}").is_dir() for n in (a, b)]
     assert appended == ([True, True] if kind == "replication" else [False, False])
     # what runs in node-a's process, as status, ha status and the metrics say it
-    passive = "passive"
-    said = f"colocated backup {BACKUP}  role backup  state {passive}  backs up node-b at tcp://{LOOPBACK}:{ports['b']}"
+    primary_at = f"tcp://{LOOPBACK}:{ports['b']}"
+    said = f"colocated backup {BACKUP}  role backup  state passive  backs up node-b at {primary_at}"
     assert said in cli("status", "--url", a.url)
-    assert f"{BACKUP} (backup, {passive}) backs up node-b" in cli("ha", "status", "--url", a.url)
-    assert colocated_metric(ports["a-metrics"], passive) == 1
-    # its own acceptor moved by the offset; the HTTP-upgrade one is its host's (the passive backup redirects)
+    assert f"{BACKUP} (backup, passive) backs up node-b" in cli("ha", "status", "--url", a.url)
+    assert colocated_metric(ports["a-metrics"], "passive") == 1
+    # its own acceptor moved by the offset; the HTTP upgrade endpoint is its host's
     with socket.create_connection((LOOPBACK, ports["b"] + OFFSET), timeout=5):
         pass
 
@@ -164,7 +183,10 @@ def test_each_node_hosts_the_others_backup_and_the_client_follows_a_killed_node_
     with Producer() as producer:
         producer.start(uri, range(400))
         wait_until(lambda: len(producer.confirmed) >= 100, 30, "sends confirmed by node-b")
-        b.kill()
+        if how == "kill":
+            b.kill()
+        else:
+            b.stop()
         wait_until(lambda: "AMQ951184" in a.log(), 30, "node-b's backup on node-a to activate")
         producer.join(60)
     assert producer.confirmed == list(range(400))
@@ -193,18 +215,25 @@ def test_each_node_hosts_the_others_backup_and_the_client_follows_a_killed_node_
     a.stop()
 
 
-def test_a_host_at_max_backups_refuses_and_the_primary_retries_then_gives_up(tmp_path: Path) -> None:
-    a, b, _ = two_nodes(tmp_path, max_backups=0, retries=2)
+def test_hosts_at_max_backups_refuse_and_the_primary_retries_then_gives_up(tmp_path: Path) -> None:
+    """node-a and node-b host each other's backup (max-backups 1); node-c, started then, asks both in
+    turn: each refuses, and it asks again backup-request-retries (2) times, then gives up."""
+    (a, b, c), ports = nodes(tmp_path, {"a": ["b"], "b": ["a"], "c": ["a", "b"]}, retries=2)
     a.start()
     b.start()
-    for asker, host in ((a, b), (b, a)):
-        wait_until(lambda s=asker: "AMQ951188" in s.log(), 30, f"{asker.name} to give up")
-        assert asker.log().count("AMQ951180") >= 3  # the first request and two retries that reached it
-        assert "AMQ951181" not in host.log() and hosted(host) == []
-    # every request that reached a host was refused, and none after the requester gave up
-    refusals = b.log().count("AMQ951182: node-b refuses to host a backup for node-a")
-    assert 1 <= refusals <= 3
-    assert a.log().count("AMQ951180") == 3
-    assert "backupHostedBy" in ha_status(a) and ha_status(a)["backupHostedBy"] is None
-    a.stop()
-    b.stop()
+    for host in (a, b):
+        wait_until(lambda h=host: "AMQ951183" in h.log(), 30, f"{host.name} to host a backup")
+    c.start()
+    wait_until(lambda: "AMQ951188" in c.log(), 30, "node-c to give up")
+    assert c.log().count("AMQ951180") == 6  # three rounds over its two members
+    for host in (a, b):
+        assert host.log().count("AMQ951182: " + host.name + " refuses to host a backup for node-c") == 3
+        assert (
+            metric(ports[host.name[-1] + "-metrics"], "amqp_mirror_ha_colocated_backup_refusals_total") == 3
+        )
+        [backup] = hosted(host)
+        assert backup["backsUp"] != "node-c"
+    assert "AMQ951181" not in c.log() and hosted(c) == []
+    assert ha_status(c)["backupHostedBy"] is None
+    for n in (c, a, b):
+        n.stop()
