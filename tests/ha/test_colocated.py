@@ -13,12 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from proton import Message
+from proton import Message, symbol
+from proton.reactor import LinkOption
+from proton.utils import LinkDetached
 
+from amqp_mirror.colocation import COLOCATION_ADDRESS
 from connections.cli import Management
 from connections.failover import FailoverConnection, ReceiveTimeout
 from tests.peers.ports import LOOPBACK, free_port, wait_until
 from tests.support.broker import BrokerProcess
+from tests.support.client import connect
 from tests.support.ha import CLUSTER, FAST, FILE_LOCKS, ORDERS, Producer, lock_manager
 from tests.support.ops import Metered, metrics_xml
 
@@ -116,6 +120,14 @@ def nodes(
         for name, others in asks.items()
     ]
     return made, ports
+
+
+class AttachProperties(LinkOption):
+    def __init__(self, properties: dict) -> None:  # type: ignore[type-arg]
+        self.properties = properties
+
+    def apply(self, link: Any) -> None:
+        link.properties = self.properties
 
 
 def ha_status(broker: BrokerProcess) -> dict:  # type: ignore[type-arg]
@@ -235,5 +247,9 @@ def test_hosts_at_max_backups_refuse_and_the_primary_retries_then_gives_up(tmp_p
         assert backup["backsUp"] != "node-c"
     assert "AMQ951181" not in c.log() and hosted(c) == []
     assert ha_status(c)["backupHostedBy"] is None
+    # a request from anyone but the cluster user is refused before it is read
+    with connect(c.url, "admin", "secret") as conn, pytest.raises(LinkDetached, match="cluster user"):
+        conn.create_receiver(COLOCATION_ADDRESS, options=AttachProperties({symbol("requester"): "intruder"}))
+    assert "intruder" not in c.log() and hosted(c) == []
     for n in (c, a, b):
         n.stop()
