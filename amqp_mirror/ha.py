@@ -386,7 +386,9 @@ class HaController:
             await self._close_passive()
             self.coordinator.release()
             if self.state == State.STOPPED:
-                if self.rejoin is not None:
+                if self.rejoin is not None and self.backs_up is not None:
+                    self.on_exit(EXIT_REJOIN, self.rejoin)  # a hosted backup: its host says so (AMQ951187)
+                elif self.rejoin is not None:
                     log.warning(
                         "AMQ951030: %s stopped because %s: it exits with code %d so that its service starts "
                         "it again, to rejoin the pair (until then the pair has no backup)",

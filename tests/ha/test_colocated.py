@@ -253,3 +253,41 @@ def test_hosts_at_max_backups_refuse_and_the_primary_retries_then_gives_up(tmp_p
     assert "intruder" not in c.log() and hosted(c) == []
     for n in (c, a, b):
         n.stop()
+
+
+def test_a_returning_shared_store_primary_fails_back_and_is_backed_up_again(tmp_path: Path) -> None:
+    """node-b killed, its colocated backup on node-a active; node-b restarted: the backup steps down for
+    it (allow-failback) and stops, its host (node-a) goes on serving and hosts node-b's backup anew once
+    node-b, active again, asks. Nothing confirmed is lost across the two moves."""
+    (a, b), ports = nodes(tmp_path, {"a": ["b"], "b": ["a"]}, kind="shared-store")
+    a.start()
+    b.start()
+    wait_until(lambda: ha_status(b)["backupPresent"] is True, 30, "node-b's backup on node-a to wait")
+    to_b = f"ws://{LOOPBACK}:{ports['b-http']}"
+    with FailoverConnection(f"failover:({to_b})?{FAST}") as conn:
+        sender = conn.sender("orders")
+        for body in range(10):
+            sender.send(Message(body=body, durable=True))
+    b.kill()
+    wait_until(lambda: "AMQ951184" in a.log(), 30, "node-b's backup on node-a to activate")
+    to_backup = f"ws://{LOOPBACK}:{ports['a-http']}?activemqServerName={BACKUP}"
+    with FailoverConnection(f"failover:({to_backup})?{FAST}") as conn:
+        conn.sender("orders").send(Message(body=10, durable=True))
+    b.start()
+    wait_until(lambda: "AMQ951187" in a.log(), 30, "the colocated backup to step down and stop")
+    wait_until(lambda: a.log().count("AMQ951183") == 2, 30, "node-a to host node-b's backup again")
+    [backup] = hosted(a)
+    assert (backup["name"], backup["backsUp"], backup["state"]) == (BACKUP, "node-b", "passive")
+    with FailoverConnection(f"failover:({to_b})?{FAST}") as conn:
+        receiver = conn.receiver("orders", credit=20)
+        got = []
+        for _ in range(11):
+            got.append(receiver.receive(timeout=10).body)
+            receiver.accept()
+    assert got == list(range(11))
+    # the host went on through it all
+    assert a.proc is not None and a.proc.poll() is None
+    with FailoverConnection(f"failover:(ws://{LOOPBACK}:{ports['a-http']})?{FAST}") as conn:
+        conn.sender("orders").send(Message(body="node-a's own", durable=True))
+    a.stop()
+    b.stop()
