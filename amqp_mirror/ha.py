@@ -486,7 +486,12 @@ class HaController:
             try:
                 event = await step()
             except (OSError, LockManagerError) as exc:  # the store or the manager is unreachable: retry
-                log.warning("HA %s: %s", self.config.name, exc)
+                log.warning("AMQ951140: %s cannot decide now, it asks again: %s", self.config.name, exc)
+                event = None
+            except Exception:  # a defect: said with its trace, and the server keeps polling, not stuck
+                log.exception(
+                    "AMQ951141: %s: unexpected error in its HA poll; it asks again", self.config.name
+                )
                 event = None
             if self._timer is not None or self.state in (State.STOPPING, State.STOPPED):
                 return  # superseded meanwhile
