@@ -14,6 +14,11 @@ A host (`Hosting`) accepts at most max-backups and runs each as an HA controller
 broker_core/config/colocated.py makes of the host's. The backup listens on its own (offset) acceptors;
 on the host's HTTP-upgrade and doNotOffset acceptors, the host hands it the connections that name it
 (`activemqServerName`, `Server.routes`): redirected while it is passive, served once it is active.
+
+The same address answers one question too (`LOCATE`, `locate_active`): where a server active with a
+node id runs. A replicated primary that comes back while its colocated backup serves asks its members,
+as Artemis looks its node id up in the cluster's topology: its static connectors name the other
+primaries, not the backup one of them hosts, which it must replicate from to fail back.
 """
 
 from __future__ import annotations
@@ -28,7 +33,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from broker_core.amqp.codec import Symbol
 from broker_core.amqp.performatives import Attach, Source, Target
-from broker_core.config.colocated import BackupRequest, backup_config, backup_name, backup_request
+from broker_core.config.colocated import (
+    BackupRequest,
+    backup_config,
+    backup_name,
+    backup_request,
+    own_connector_uri,
+)
 from broker_core.config.model import AmqpConnection, Connector, Endpoint
 from broker_core.config.uri import parse_acceptor_uri
 from broker_core.errors import Unauthorized
@@ -55,6 +66,8 @@ DIRECTORIES = Symbol("directories")  # shared store: field name -> path
 ACCEPTED = Symbol("accepted")
 BACKUP = Symbol("backup")  # accepted: the name of the backup the host runs
 REASON = Symbol("reason")  # refused: why
+LOCATE = Symbol("locate")  # a question instead of a request: where is a server active with this node id?
+AT = Symbol("at")  # its answer: the connector URI of the hosted backup active with it (absent: none here)
 
 
 class HaController(Protocol):
@@ -199,6 +212,14 @@ class Hosting:
 
         return serve
 
+    def locate(self, node_id: str) -> dict[Any, Any]:
+        """Where the backup this process hosts for `node_id` serves, if it is active: what a returning
+        primary replicates from to fail back (its cluster's topology, as far as colocation goes)."""
+        for name, hosted in self.backups.items():
+            if node_id and hosted.request.node_id == node_id and hosted.controller.state == State.ACTIVE:
+                return {AT: own_connector_uri(hosted.controller.config), BACKUP: name}
+        return {}
+
     async def stop(self) -> None:
         for hosted in list(self.backups.values()):
             await hosted.controller.stop()
@@ -226,6 +247,9 @@ class ColocationService:
         if not peer.cluster_member:
             raise Unauthorized("a backup request needs the cluster user and password")
         asked = attach.properties or {}
+        link.context = OutgoingLink(_nothing, _nothing_settled, _nothing)
+        if LOCATE in asked:
+            return self._answer(link, attach, self.hosting.locate(str(asked[LOCATE])))
         directories = asked.get(DIRECTORIES)
         request = BackupRequest(
             str(asked.get(REQUESTER) or peer.name),
@@ -237,7 +261,10 @@ class ColocationService:
             accepted, what = self.hosting.accept(request)
         except ValueError as exc:  # a connector URI that does not parse
             accepted, what = False, str(exc)
-        link.context = OutgoingLink(_nothing, _nothing_settled, _nothing)
+        return self._answer(link, attach, {ACCEPTED: accepted, (BACKUP if accepted else REASON): what})
+
+    @staticmethod
+    def _answer(link: Link, attach: Attach, properties: dict[Any, Any]) -> Attach:
         return Attach(
             name=link.name,
             role=False,
@@ -246,7 +273,7 @@ class ColocationService:
             source=attach.source,
             target=attach.target,
             initial_delivery_count=0,
-            properties={ACCEPTED: accepted, (BACKUP if accepted else REASON): what},
+            properties=properties,
         )
 
 
@@ -261,11 +288,13 @@ def _nothing_settled(context: object, state: object) -> None:
 # ------------------------------------------------------------------------------------ requester
 
 
-class _Ask:
-    """The link policy of one request: one attach, its answer into `answer`."""
+class _Exchange:
+    """The link policy of one question to a member: one attach with `properties`, the answering attach's
+    properties into `answer`."""
 
-    def __init__(self, request: BackupRequest, answer: asyncio.Future[tuple[bool, str]]) -> None:
-        self.request = request
+    def __init__(self, name: str, properties: dict[Any, Any], answer: asyncio.Future[dict[Any, Any]]) -> None:
+        self.name = name
+        self.properties = properties
         self.answer = answer
         self._pending = 0
 
@@ -273,22 +302,14 @@ class _Ask:
         pass
 
     def attach_all(self, conn: LinkHost) -> None:
-        request = self.request
-        properties: dict[Any, Any] = {
-            REQUESTER: request.name,
-            NODE_ID: request.node_id,
-            CONNECTOR: request.connector,
-        }
-        if request.directories is not None:
-            properties[DIRECTORIES] = dict(request.directories)
         attach = Attach(
-            name=f"colocation:{request.name}",
+            name=self.name,
             role=True,
             snd_settle_mode=1,
             rcv_settle_mode=0,
             source=Source(address=COLOCATION_ADDRESS),
             target=Target(),
-            properties=properties,
+            properties=self.properties,
         )
         conn.attach(attach, LinkRole(self))
         self._pending = 1
@@ -296,10 +317,8 @@ class _Ask:
     def remote_attached(self, conn: LinkHost, link: Link) -> None:
         self._pending = 0
         properties = (link.remote_attach.properties if link.remote_attach is not None else None) or {}
-        accepted = properties.get(ACCEPTED) is True
-        what = properties.get(BACKUP if accepted else REASON)
         if not self.answer.done():
-            self.answer.set_result((accepted, str(what or "")))
+            self.answer.set_result(dict(properties))
 
     def local_queue_added(self, conn: LinkHost, queue: Any) -> None:
         pass
@@ -323,6 +342,66 @@ class _Ask:
 
     def pending(self) -> int:
         return self._pending
+
+
+async def ask_member(
+    config: BrokerConfig,
+    broker: Broker,
+    member: Connector,
+    name: str,
+    properties: dict[Any, Any],
+    timeout: float,
+) -> dict[Any, Any] | None:
+    """One attach exchange with `member`'s colocation service, as the cluster user: the properties of
+    its answer, or None when it gave none within `timeout` seconds (down, or not a broker)."""
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[dict[Any, Any]] = loop.create_future()
+    parsed = parse_acceptor_uri(member.uri)
+    cluster = config.cluster_connection()
+    connection = AmqpConnection(
+        name=f"colocation:{config.name}:{member.name}",
+        uri=member.uri,
+        endpoints=(
+            Endpoint(
+                host=parsed.host,
+                port=parsed.port,
+                params=parsed.params,
+                scheme=parsed.scheme,
+                path=parsed.path,
+            ),
+        ),
+        user=config.cluster_user,
+        password=config.cluster_password,
+        retry_interval=cluster.retry_interval if cluster is not None else 500,
+    )
+    client = OutboundConnection(
+        broker.server, connection, loop, broker.turn, [_Exchange(name, properties, answer)]
+    )
+    client.start()
+    try:
+        return await asyncio.wait_for(answer, timeout)
+    except TimeoutError:
+        return None
+    finally:
+        with contextlib.suppress(Exception):
+            client.stop()
+
+
+async def locate_active(config: BrokerConfig, broker: Broker, node_id: str) -> tuple[Connector, str] | None:
+    """Where a server active with `node_id` runs as a colocated backup, as the members of `config`'s
+    cluster say (each asked in turn): (its connector, who said so), or None when none says so."""
+    for member in config.ha_partners():
+        answer = (
+            await ask_member(config, broker, member, f"locate:{config.name}", {LOCATE: node_id}, 5.0) or {}
+        )
+        uri = answer.get(AT)
+        if isinstance(uri, str) and uri:
+            parsed = parse_acceptor_uri(uri)
+            found = Connector(
+                name=f"{member.name}:{answer.get(BACKUP)}", uri=uri, host=parsed.host, port=parsed.port
+            )
+            return found, f"{member.host}:{member.port}"
+    return None
 
 
 class BackupRequester:
@@ -385,39 +464,22 @@ class BackupRequester:
 
     async def _ask(self, member: Connector, request: BackupRequest, interval: int) -> tuple[bool, str] | None:
         """The member's answer, or None when it did not give one in time (down, or not a broker)."""
+        properties: dict[Any, Any] = {
+            REQUESTER: request.name,
+            NODE_ID: request.node_id,
+            CONNECTOR: request.connector,
+        }
+        if request.directories is not None:
+            properties[DIRECTORIES] = dict(request.directories)
         controller = self.controller
-        config = controller.config
-        broker = controller.broker
-        answer: asyncio.Future[tuple[bool, str]] = controller.loop.create_future()
-        parsed = parse_acceptor_uri(member.uri)
-        cluster = config.cluster_connection()
-        connection = AmqpConnection(
-            name=f"colocation:{config.name}:{member.name}",
-            uri=member.uri,
-            endpoints=(
-                Endpoint(
-                    host=parsed.host,
-                    port=parsed.port,
-                    params=parsed.params,
-                    scheme=parsed.scheme,
-                    path=parsed.path,
-                ),
-            ),
-            user=config.cluster_user,
-            password=config.cluster_password,
-            retry_interval=cluster.retry_interval if cluster is not None else 500,
+        timeout = max(1.0, min(5.0, interval / 1000))
+        answer = await ask_member(
+            controller.config, controller.broker, member, f"colocation:{request.name}", properties, timeout
         )
-        client = OutboundConnection(
-            broker.server, connection, controller.loop, broker.turn, [_Ask(request, answer)]
-        )
-        client.start()
-        try:
-            return await asyncio.wait_for(answer, max(1.0, min(5.0, interval / 1000)))
-        except TimeoutError:
+        if answer is None:
             return None
-        finally:
-            with contextlib.suppress(Exception):
-                client.stop()
+        accepted = answer.get(ACCEPTED) is True
+        return accepted, str(answer.get(BACKUP if accepted else REASON) or "")
 
     def status(self) -> dict[str, object]:
         return {"backupHostedBy": self.hosted_by, "backupRequests": self.attempts}

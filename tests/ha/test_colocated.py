@@ -9,6 +9,9 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +26,8 @@ from connections.failover import FailoverConnection, ReceiveTimeout
 from tests.peers.ports import LOOPBACK, free_port, wait_until
 from tests.support.broker import BrokerProcess
 from tests.support.client import connect
-from tests.support.ha import CLUSTER, FAST, FILE_LOCKS, ORDERS, Producer, lock_manager
+from tests.support.ha import CLUSTER, FAST, FILE_LOCKS, PAIR_ADDRESSES, Producer, lock_manager, still_serving
+from tests.support.history import Interval, intervals, log_events, overlaps
 from tests.support.ops import Metered, metrics_xml
 
 OFFSET = 100
@@ -93,7 +97,7 @@ def node(
         home,
         name=name,
         port=port,
-        xml_kwargs={"addresses": ORDERS, "extra": extra, "extra_acceptors": acceptor},
+        xml_kwargs={"addresses": PAIR_ADDRESSES, "extra": extra, "extra_acceptors": acceptor},
         ready_text="AMQ221007",
     )
 
@@ -291,3 +295,86 @@ def test_a_returning_shared_store_primary_fails_back_and_is_backed_up_again(tmp_
         conn.sender("orders").send(Message(body="node-a's own", durable=True))
     a.stop()
     b.stop()
+
+
+def _paced(first: int, gate: threading.Event, done: threading.Event) -> Iterator[int]:
+    """Bodies 0..first-1 at once, then (once `gate` is set) one every 20 ms until `done`: traffic that
+    goes on through a failover and the failback after it."""
+    yield from range(first)
+    gate.wait(120)
+    body = first
+    while not done.is_set() and body < first + 3000:
+        yield body
+        body += 1
+        done.wait(0.02)  # a pace, not a synchronisation: the test waits on the brokers' lines
+
+
+def _actives(a: BrokerProcess, b: BrokerProcess) -> list[Interval]:
+    """When each server of node-b's node id was active, from the logs: node-b's two runs (the first one
+    killed) and node-a's lines of the backup it hosts for node-b."""
+    runs = sorted(b.home.glob("broker-*.log"))
+    events = [e for run in runs[:-1] for e in log_events("node-b", run.read_text(), ended=True)]
+    events += log_events("node-b", runs[-1].read_text(), ended=False)
+    hosted_lines = "\n".join(line for line in a.log().splitlines() if BACKUP in line)
+    events += log_events(BACKUP, hosted_lines, ended=False)
+    return intervals(events, {"node-b": "node-b", BACKUP: "node-b"}, time.time())
+
+
+def test_a_returning_replicated_primary_fails_back_from_its_colocated_backup(tmp_path: Path) -> None:
+    """node-b killed under traffic, its colocated backup on node-a active and taking the sends; node-b
+    restarted: it asks its cluster where its node id is active (its backup, on node-a's offset port, not
+    a static connector), replicates from it and fails back; the backup stops and node-a hosts node-b's
+    backup anew. Every confirmed message (duplicate ids on) received once, from node-b; never two
+    actives for node-b's node id; node-b still serves seconds later."""
+    (a, b), ports = nodes(tmp_path, {"a": ["b"], "b": ["a"]})
+    a.start()
+    b.start()
+    wait_until(lambda: ha_status(b)["synchronized"] is True, 30, "node-b's backup on node-a to synchronize")
+    to_b = f"ws://{LOOPBACK}:{ports['b-http']}"
+    to_backup = f"ws://{LOOPBACK}:{ports['a-http']}?activemqServerName={BACKUP}"
+    gate, done = threading.Event(), threading.Event()
+    with Producer() as producer:
+        producer.start(
+            f"failover:({to_b},{to_backup})?{FAST}&updateURIsSupported=false", _paced(100, gate, done)
+        )
+        wait_until(lambda: len(producer.confirmed) == 100, 30, "sends confirmed by node-b")
+        b.kill()
+        gate.set()
+        wait_until(lambda: "AMQ951184" in a.log(), 30, "node-b's backup on node-a to activate")
+        taken = len(producer.confirmed)
+        wait_until(lambda: len(producer.confirmed) >= taken + 50, 30, "the colocated backup to take sends")
+        b.start(timeout=60)  # ready once active again: after the failback
+        done.set()
+        producer.join(60)
+    log_b = b.log()
+    assert "AMQ951189" in log_b and f"127.0.0.1:{ports['a'] + OFFSET}" in log_b  # at its host's offset port
+    assert "AMQ222329" not in log_b  # it never replicated from node-a's own primary
+    assert "AMQ221002: backup colocated_backup_01 stepping down" in a.log()
+    wait_until(lambda: "AMQ951187" in a.log(), 30, "the colocated backup to stop")
+    # node-b, active again, asks for a backup anew; node-a hosts it, passive, and it synchronizes
+    wait_until(lambda: a.log().count("AMQ951183") == 2, 30, "node-a to host node-b's backup again")
+    wait_until(lambda: ha_status(b)["synchronized"] is True, 30, "node-b's new backup to synchronize")
+    [backup] = hosted(a)
+    assert (backup["backsUp"], backup["state"]) == ("node-b", "passive")
+    still_serving(b, 3, "node-b")
+    overlapping = overlaps(_actives(a, b))
+    assert not overlapping, overlapping  # never two actives for node-b's node id, over the whole run
+    assert len(_actives(a, b)) == 3  # node-b, its backup, node-b again
+
+    confirmed = producer.confirmed
+    assert len(set(confirmed)) == len(confirmed) > 150
+    got: list[int] = []
+    with FailoverConnection(f"failover:({to_b})?{FAST}") as conn:
+        receiver = conn.receiver("orders", credit=200)
+        while True:
+            try:
+                message = receiver.receive(timeout=3)
+            except ReceiveTimeout:
+                break
+            got.append(message.body)
+            receiver.accept()
+    assert sorted(got) == sorted(confirmed)  # each once: none lost, none stored twice
+    with FailoverConnection(f"failover:(ws://{LOOPBACK}:{ports['a-http']})?{FAST}") as conn:
+        conn.sender("orders").send(Message(body="node-a's own", durable=True))
+    b.stop()
+    a.stop()
