@@ -23,107 +23,13 @@ from proton.utils import LinkDetached
 from amqp_mirror.colocation import COLOCATION_ADDRESS
 from connections.cli import Management
 from connections.failover import FailoverConnection, ReceiveTimeout
-from tests.peers.ports import LOOPBACK, free_port, wait_until
+from tests.peers.ports import LOOPBACK, wait_until
 from tests.support.broker import BrokerProcess
 from tests.support.client import connect
-from tests.support.ha import CLUSTER, FAST, FILE_LOCKS, PAIR_ADDRESSES, Producer, lock_manager, still_serving
+from tests.support.colocated import BACKUP, OFFSET, nodes
+from tests.support.ha import FAST, Producer, still_serving
 from tests.support.history import Interval, intervals, log_events, overlaps
-from tests.support.ops import Metered, metrics_xml
-
-OFFSET = 100
-BACKUP = "colocated_backup_01"
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind((LOOPBACK, port))
-        except OSError:
-            return False
-    return True
-
-
-def offset_port() -> int:
-    """A free port whose colocated copy (port + OFFSET) is free too."""
-    while True:
-        port = free_port()
-        if port + OFFSET < 65536 and _free(port + OFFSET):
-            return port
-
-
-def node(
-    home: Path,
-    name: str,
-    port: int,
-    http: int,
-    others: list[int],
-    locks: Path,
-    *,
-    max_backups: int = 1,
-    retries: int = -1,
-    kind: str = "replication",
-    metrics: int | None = None,
-) -> BrokerProcess:
-    """A primary with `<colocated>` asking the servers at `others` (in turn) to host its backup, and
-    hosting up to `max_backups` of theirs; a plain acceptor (offset for its backups) and an HTTP upgrade
-    endpoint (its backups': the host hands them their connections)."""
-    # replication: a lock manager decides; shared store: the lock files in the primary's own journal
-    # directory, which its backup uses (and, stopped cleanly, it lets its backup take over)
-    if kind == "replication":
-        primary = backup = lock_manager(FILE_LOCKS, locks_folder=str(locks))
-    else:
-        primary, backup = "<failover-on-shutdown>true</failover-on-shutdown>", ""
-    connectors = "".join(
-        f'<connector name="other-{i}">tcp://{LOOPBACK}:{other}</connector>' for i, other in enumerate(others)
-    )
-    static = "".join(f"<connector-ref>other-{i}</connector-ref>" for i in range(len(others)))
-    extra = (metrics_xml(metrics) if metrics is not None else "") + (
-        f"""{CLUSTER}
-    <connectors><connector name="self">tcp://{LOOPBACK}:{port}</connector>{connectors}</connectors>
-    <cluster-connections><cluster-connection name="c">
-      <connector-ref>self</connector-ref><connection-ttl>5000</connection-ttl><retry-interval>200</retry-interval>
-      <static-connectors>{static}</static-connectors>
-    </cluster-connection></cluster-connections>
-    <ha-policy><{kind}><colocated>
-      <request-backup>true</request-backup><max-backups>{max_backups}</max-backups>
-      <backup-request-retries>{retries}</backup-request-retries>
-      <backup-request-retry-interval>300</backup-request-retry-interval>
-      <backup-port-offset>{OFFSET}</backup-port-offset>
-      <primary>{primary}</primary><backup>{backup}</backup>
-    </colocated></{kind}></ha-policy>"""
-    )
-    acceptor = f'\n      <acceptor name="http">tcp://{LOOPBACK}:{http}?httpUpgradeEnabled=true</acceptor>'
-    return BrokerProcess(
-        home,
-        name=name,
-        port=port,
-        xml_kwargs={"addresses": PAIR_ADDRESSES, "extra": extra, "extra_acceptors": acceptor},
-        ready_text="AMQ221007",
-    )
-
-
-def nodes(
-    tmp_path: Path, asks: dict[str, list[str]], **options: Any
-) -> tuple[list[BrokerProcess], dict[str, int]]:
-    """The nodes named in `asks`, each asking the others it lists, metrics on; their ports by name."""
-    ports = {name: offset_port() for name in asks}
-    ports |= {f"{name}-{what}": free_port() for name in asks for what in ("http", "metrics")}
-    locks = tmp_path / "locks"
-    locks.mkdir()
-    made = [
-        node(
-            tmp_path / name,
-            f"node-{name}",
-            ports[name],
-            ports[f"{name}-http"],
-            [ports[other] for other in others],
-            locks,
-            metrics=ports[f"{name}-metrics"],
-            **options,
-        )
-        for name, others in asks.items()
-    ]
-    return made, ports
+from tests.support.ops import Metered
 
 
 class AttachProperties(LinkOption):
