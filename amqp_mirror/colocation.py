@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -65,6 +66,7 @@ CONNECTOR = Symbol("connector")  # the URI it is reached at
 DIRECTORIES = Symbol("directories")  # shared store: field name -> path
 ACCEPTED = Symbol("accepted")
 BACKUP = Symbol("backup")  # accepted: the name of the backup the host runs
+TICK = 0.5  # seconds between looks at a kept request connection's keep-alives and silence
 REASON = Symbol("reason")  # refused: why
 LOCATE = Symbol("locate")  # a question instead of a request: where is a server active with this node id?
 AT = Symbol("at")  # its answer: the connector URI of the hosted backup active with it (absent: none here)
@@ -292,10 +294,17 @@ class _Exchange:
     """The link policy of one question to a member: one attach with `properties`, the answering attach's
     properties into `answer`."""
 
-    def __init__(self, name: str, properties: dict[Any, Any], answer: asyncio.Future[dict[Any, Any]]) -> None:
+    def __init__(
+        self,
+        name: str,
+        properties: dict[Any, Any],
+        answer: asyncio.Future[dict[Any, Any]],
+        on_lost: Callable[[], None] | None = None,
+    ) -> None:
         self.name = name
         self.properties = properties
         self.answer = answer
+        self.on_lost = on_lost  # kept open once answered: told when the link or the connection goes
         self._pending = 0
 
     def install(self) -> None:
@@ -339,6 +348,8 @@ class _Exchange:
 
     def detached_all(self, conn: LinkHost) -> None:
         self._pending = 0
+        if self.answer.done() and self.on_lost is not None:
+            self.on_lost()
 
     def pending(self) -> int:
         return self._pending
@@ -351,9 +362,12 @@ async def ask_member(
     name: str,
     properties: dict[Any, Any],
     timeout: float,
-) -> dict[Any, Any] | None:
+    on_lost: Callable[[], None] | None = None,
+) -> tuple[dict[Any, Any] | None, OutboundConnection | None]:
     """One attach exchange with `member`'s colocation service, as the cluster user: the properties of
-    its answer, or None when it gave none within `timeout` seconds (down, or not a broker)."""
+    its answer, or None when it gave none within `timeout` seconds (down, or not a broker). With
+    `on_lost`, an answered connection is kept open and returned (the caller ticks and stops it), and
+    `on_lost` is called when it goes: the member is gone."""
     loop = asyncio.get_running_loop()
     answer: asyncio.Future[dict[Any, Any]] = loop.create_future()
     parsed = parse_acceptor_uri(member.uri)
@@ -373,27 +387,29 @@ async def ask_member(
         user=config.cluster_user,
         password=config.cluster_password,
         retry_interval=cluster.retry_interval if cluster is not None else 500,
+        idle_timeout=cluster.connection_ttl if cluster is not None else 60000,
     )
-    client = OutboundConnection(
-        broker.server, connection, loop, broker.turn, [_Exchange(name, properties, answer)]
-    )
+    exchange = _Exchange(name, properties, answer, on_lost)
+    client = OutboundConnection(broker.server, connection, loop, broker.turn, [exchange])
     client.start()
     try:
-        return await asyncio.wait_for(answer, timeout)
+        got = await asyncio.wait_for(answer, timeout)
     except TimeoutError:
-        return None
-    finally:
-        with contextlib.suppress(Exception):
-            client.stop()
+        got = None
+    if got is not None and on_lost is not None:
+        return got, client
+    exchange.on_lost = None
+    with contextlib.suppress(Exception):
+        client.stop()
+    return got, None
 
 
 async def locate_active(config: BrokerConfig, broker: Broker, node_id: str) -> tuple[Connector, str] | None:
     """Where a server active with `node_id` runs as a colocated backup, as the members of `config`'s
     cluster say (each asked in turn): (its connector, who said so), or None when none says so."""
     for member in config.ha_partners():
-        answer = (
-            await ask_member(config, broker, member, f"locate:{config.name}", {LOCATE: node_id}, 5.0) or {}
-        )
+        answer, _ = await ask_member(config, broker, member, f"locate:{config.name}", {LOCATE: node_id}, 5.0)
+        answer = answer or {}
         uri = answer.get(AT)
         if isinstance(uri, str) and uri:
             parsed = parse_acceptor_uri(uri)
@@ -405,13 +421,17 @@ async def locate_active(config: BrokerConfig, broker: Broker, node_id: str) -> t
 
 
 class BackupRequester:
-    """An active primary with request-backup: asks its cluster's members, in turn, to host its backup."""
+    """An active primary with request-backup: asks its cluster's members, in turn, to host its backup.
+    Once one accepts, the connection of its request stays open: when it goes (the host died or stopped,
+    and its backup with it), the primary asks again, as it did at first (AMQ951143)."""
 
     def __init__(self, controller: HaController) -> None:
         self.controller = controller
         self.hosted_by: str | None = None  # "<member connector> as <backup name>", once accepted
         self.attempts = 0
         self._task: asyncio.Task[None] | None = None
+        self._host: OutboundConnection | None = None  # the accepted request's connection, kept open
+        self._ticker: asyncio.TimerHandle | None = None
 
     def start(self) -> None:
         if self._task is None and self.hosted_by is None:
@@ -421,6 +441,40 @@ class BackupRequester:
         if self._task is not None:
             self._task.cancel()
             self._task = None
+        self._let_go()
+
+    def _let_go(self) -> None:
+        host, self._host = self._host, None
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._ticker = None
+        if host is not None:
+            with contextlib.suppress(Exception):
+                host.stop()
+
+    def _tick(self) -> None:
+        """The kept connection's clock: keep-alives out, a silent host noticed within connection-ttl."""
+        self._ticker = None
+        if self._host is not None:
+            self._host.tick(time.monotonic())
+            self._ticker = self.controller.loop.call_later(TICK, self._tick)
+
+    def _host_lost(self) -> None:
+        if self._host is not None:  # not a connection this requester let go of itself
+            self.controller.loop.call_soon(self._ask_again)
+
+    def _ask_again(self) -> None:
+        if self._host is None:
+            return
+        self._let_go()
+        log.warning(
+            "AMQ951143: %s lost the host of its backup (%s): it requests a backup again",
+            self.controller.config.name,
+            self.hosted_by,
+        )
+        self.hosted_by = None
+        self.attempts = 0
+        self.start()
 
     async def _run(self) -> None:
         controller = self.controller
@@ -463,7 +517,8 @@ class BackupRequester:
             await asyncio.sleep(interval / 1000)
 
     async def _ask(self, member: Connector, request: BackupRequest, interval: int) -> tuple[bool, str] | None:
-        """The member's answer, or None when it did not give one in time (down, or not a broker)."""
+        """The member's answer, or None when it did not give one in time (down, or not a broker). An
+        accepting member's connection is kept (`_host`)."""
         properties: dict[Any, Any] = {
             REQUESTER: request.name,
             NODE_ID: request.node_id,
@@ -473,12 +528,24 @@ class BackupRequester:
             properties[DIRECTORIES] = dict(request.directories)
         controller = self.controller
         timeout = max(1.0, min(5.0, interval / 1000))
-        answer = await ask_member(
-            controller.config, controller.broker, member, f"colocation:{request.name}", properties, timeout
+        answer, client = await ask_member(
+            controller.config,
+            controller.broker,
+            member,
+            f"colocation:{request.name}",
+            properties,
+            timeout,
+            on_lost=self._host_lost,
         )
         if answer is None:
             return None
         accepted = answer.get(ACCEPTED) is True
+        if accepted and client is not None:
+            self._host = client
+            self._tick()
+        elif client is not None:
+            with contextlib.suppress(Exception):
+                client.stop()
         return accepted, str(answer.get(BACKUP if accepted else REASON) or "")
 
     def status(self) -> dict[str, object]:

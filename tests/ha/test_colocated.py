@@ -2,7 +2,8 @@
 host its backup (request-backup) and hosts the other's as colocated_backup_01 in its own process; a
 client on HTTP-upgrade connectors follows the killed node's primary to its backup on the surviving node
 (activemqServerName routing on the host's acceptor); a host with max-backups reached refuses, and the
-asking primary retries as configured, then gives up."""
+asking primary retries as configured, then gives up; a returning replicated primary finds its backup
+through its cluster and fails back; a primary whose backup's host dies requests a backup again."""
 
 from __future__ import annotations
 
@@ -284,3 +285,37 @@ def test_a_returning_replicated_primary_fails_back_from_its_colocated_backup(tmp
         conn.sender("orders").send(Message(body="node-a's own", durable=True))
     b.stop()
     a.stop()
+
+
+def test_a_primary_whose_backups_host_dies_requests_a_backup_again(tmp_path: Path) -> None:
+    """Three nodes, max-backups 2: node-a asks node-b, then node-c; node-b and node-c ask node-a. node-b
+    hosts node-a's backup; killed, it takes that backup with it: node-a says so and requests again, as
+    configured (node-b first, which does not answer, then node-c, which accepts); its new backup on
+    node-c synchronizes."""
+    (a, b, c), ports = nodes(tmp_path, {"a": ["b", "c"], "b": ["a"], "c": ["a"]}, max_backups=2)
+    b.start()
+    c.start()
+    a.start()
+    wait_until(lambda: "AMQ951186" in a.log(), 30, "node-a's backup to be hosted")
+    assert ha_status(a)["backupHostedBy"] == f"{LOOPBACK}:{ports['b']} as {BACKUP}"
+    wait_until(lambda: ha_status(a)["synchronized"] is True, 30, "node-a's backup on node-b to synchronize")
+    for host in (b, c):
+        wait_until(lambda h=host: "AMQ951186" in h.log(), 30, f"{host.name}'s backup to be hosted by node-a")
+    assert "AMQ951143" not in a.log()
+    b.kill()
+    wait_until(lambda: "AMQ951143" in a.log(), 30, "node-a to see its backup's host gone")
+    wait_until(lambda: a.log().count("AMQ951186") == 2, 30, "node-a to have its backup hosted again")
+    again = a.log().split("AMQ951143", 1)[1]
+    asked = [line.split(" requests a backup from ")[1] for line in again.splitlines() if "AMQ951180" in line]
+    assert asked[:2] == [
+        f"{LOOPBACK}:{ports['b']} (attempt 1 of unlimited)",
+        f"{LOOPBACK}:{ports['c']} (attempt 1 of unlimited)",
+    ]
+    assert ha_status(a)["backupHostedBy"] == f"{LOOPBACK}:{ports['c']} as {BACKUP}"
+    assert any(h["backsUp"] == "node-a" for h in hosted(c))
+    wait_until(
+        lambda: ha_status(a)["synchronized"] is True, 30, "node-a's new backup on node-c to synchronize"
+    )
+    assert "AMQ951143" not in c.log()  # node-c's backup is hosted by node-a, which lives
+    for n in (a, c):
+        n.stop()
