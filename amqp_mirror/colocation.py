@@ -117,8 +117,9 @@ class Hosting:
         """(True, the backup's name) or (False, why not)."""
         host = self.host
         for name, hosted in self.backups.items():  # a request again (its answer was lost): the same backup
-            if (hosted.request.name, hosted.request.node_id) == (request.name, request.node_id):
-                return True, name
+            same = (hosted.request.name, hosted.request.node_id) == (request.name, request.node_id)
+            if same and hosted.controller.state not in (State.STOPPING, State.STOPPED):
+                return True, name  # (one stopping, having failed back to the asker, is not its backup)
         colocated = host.policy.colocated
         assert colocated is not None
         if host.state != State.ACTIVE:
