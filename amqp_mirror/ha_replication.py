@@ -596,7 +596,7 @@ class ReplicationCoordinator:
         (at an offset port, or behind that one's HTTP upgrade endpoint), not at a static connector. The
         members are asked where it is, every retry-replication-wait until one says; then it is followed."""
         config, said = self.controller.config, False
-        while (found := await locate_active(config, self.controller.broker, node)) is None:
+        while (found := await self._locate(node)) is None:
             if not said:
                 said = True
                 log.warning(
@@ -619,6 +619,15 @@ class ReplicationCoordinator:
         )
         self.controller.send_clients_to((backup.host, backup.port))
         self._follow((backup,))
+
+    async def _locate(self, node: str) -> tuple[Connector, str] | None:
+        try:
+            return await locate_active(self.controller.config, self.controller.broker, node)
+        except Exception:  # a member's answer we cannot use (a malformed connector, say): asked again
+            log.exception(
+                "AMQ951141: %s: unexpected error asking where its backup runs", self.controller.config.name
+            )
+            return None
 
     def _follow(self, partners: tuple[Connector, ...]) -> None:
         config = self.controller.config
