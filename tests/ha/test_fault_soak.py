@@ -64,11 +64,18 @@ HOLD = (2.0, 6.0)  # how long a partition, a coordinator outage or a wrong wall 
 # (tests/support/history.py reads it back: two offsets of a clock always differ by more than a run lasts)
 JUMP_DAYS = (-3, -2, -1, 1, 2, 3)
 PROGRESS = 90.0  # after a fault is healed, each node id's producer must confirm again within this
-# A paused active server wakes up still active in its own view until its first lock check (or vote)
-# stops it: it confirms nothing then (its backup is gone: what it would confirm waits for the fence,
-# which fails), but its log says it was active. Overlaps up to this long, right after a SIGCONT, are
-# that, and are printed; longer ones fail the test.
-WOKEN_TOLERANCE = 1.0
+# A paused active server wakes up still active in its own view, beside the server that took over, until
+# it notices. With a lock manager, its first lock check does, due at once (its timer expired while it was
+# paused) and measured on the monotonic clock, which went on: AMQ222325 came 1-3 ms (ZooKeeper) and 1-16
+# ms (PostgreSQL) after SIGCONT, and a send that reached it meanwhile was not confirmed (its backup is
+# gone: a confirmation waits for the fence, which fails). Under quorum voting nothing is leased: it
+# notices when its cluster connections, reconnected, show the newer activation (AMQ951170; 126 ms
+# measured, bounded by the members' retry-interval, 500 ms), and it confirms nothing meanwhile either
+# (vote-on-replication-failure: the fence is a vote it cannot win beside the newer activation). Only an
+# overlap that begins with such a wake-up is allowed, and only this long; every overlap is printed, and
+# any other fails the test.
+WOKEN_TOLERANCE = {"quorum": 1.0}
+WOKEN_TOLERANCE_WITH_A_LOCK = 0.25
 
 BODIES = (
     10**9
@@ -335,16 +342,17 @@ def soak(make: Callable[..., Setup], tmp_path: Path) -> None:
         record.receipts += mode.sweep()
         node_of = {s.name: node for node, servers in mode.nodes.items() for s in servers}
         active = intervals(mode.history(), node_of, time.time())
-        verdict = check(record, active, WOKEN_TOLERANCE)
+        verdict = check(record, active, WOKEN_TOLERANCE.get(mode.mode, WOKEN_TOLERANCE_WITH_A_LOCK))
         print(f"[{mode.mode}] {verdict.counts()} (seed {seed})")
         problems = verdict.problems()
         for node, client in clients.items():
             problems += [f"node {node}: client error {e!r}" for e in client.errors + client.producer.errors]
         for i in active:
             print(f"[{mode.mode}] {i.server} active for node {i.node}: {i.end - i.start:.1f}s")
-        woken = overlaps(active)
-        if woken:
-            print(f"[{mode.mode}] overlaps within {WOKEN_TOLERANCE}s: {[round(s, 3) for *_, s in woken]}")
+        found = overlaps(active)  # every one, to print; the verdict allows a woken server's brief one
+        if found:
+            seconds = [(a.server, b.server, round(s, 3), a.woken or b.woken) for a, b, s in found]
+            print(f"[{mode.mode}] overlaps (first, second, seconds, one of them woken): {seconds}")
         replay = f"AMQP_MIRROR_SOAK_SEED={seed} AMQP_MIRROR_SOAK_MODES={mode.mode}"
         print(f"[{mode.mode}] seed {seed}: replay with {replay}")
         assert not problems, f"{mode.mode}, seed {seed}: {problems}\nschedule: {mode.schedule}"

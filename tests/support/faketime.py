@@ -8,7 +8,7 @@ What libfaketime 0.9.10 (Debian 12) does, checked on this machine:
   starts at the faked wall-clock time and jumps with it, and threads' timed waits hang.
 - With it, Python 3.11's `time.sleep` fails with EINVAL: it sleeps with clock_nanosleep(CLOCK_MONOTONIC,
   TIMER_ABSTIME), whose deadline libfaketime shifts by the wall clock's offset even so (a known
-  libfaketime bug, fixed after 0.9.10). The faked process loads `faketime_site/sitecustomize.py`, which
+  libfaketime bug). The faked process loads `faketime_site/sitecustomize.py`, which
   sleeps with select() instead. Timed waits of threads, selectors, asyncio and sockets are unaffected
   (checked across jumps of +10 min and -5 min).
 - `NO_FAKE_STAT=1`: file times are read as stored. Otherwise stat() reports them shifted by the current

@@ -51,6 +51,7 @@ class Interval:
     server: str
     start: float
     end: float
+    woken: bool = False  # it began when the server resumed (SIGCONT), active in its own view
 
 
 @dataclass(frozen=True)
@@ -157,32 +158,35 @@ def intervals(events: Iterable[Event], node_of: Mapping[str, str], now: float) -
         by_server.setdefault(event.server, []).append(event)
     for server, own in by_server.items():
         since: float | None = None
-        paused_while_active = False
+        paused_while_active = woken = False
         for event in sorted(own, key=lambda e: e.at):
             if event.kind == "active" and since is None and not paused_while_active:
-                since = event.at
+                since, woken = event.at, False
             elif event.kind == "inactive":
                 if since is not None:
-                    out.append(Interval(node_of[server], server, since, event.at))
+                    out.append(Interval(node_of[server], server, since, event.at, woken))
                 since, paused_while_active = None, False
             elif event.kind == "paused" and since is not None:
-                out.append(Interval(node_of[server], server, since, event.at))
+                out.append(Interval(node_of[server], server, since, event.at, woken))
                 since, paused_while_active = None, True
             elif event.kind == "resumed" and paused_while_active:
-                since, paused_while_active = event.at, False
+                since, paused_while_active, woken = event.at, False, True
         if since is not None:
-            out.append(Interval(node_of[server], server, since, now))
+            out.append(Interval(node_of[server], server, since, now, woken))
     return sorted(out, key=lambda i: i.start)
 
 
 def overlaps(active: Sequence[Interval], tolerance: float = 0.0) -> list[tuple[Interval, Interval, float]]:
-    """Pairs of intervals of two servers of one node id that overlap by more than `tolerance` seconds."""
+    """Pairs of intervals of two servers of one node id that overlap: by more than `tolerance` seconds
+    where one of them is a server woken up beside the other (it began with a resume inside the other's),
+    by any time at all otherwise."""
     found = []
     for i, a in enumerate(active):
         for b in active[i + 1 :]:
             if a.node == b.node and a.server != b.server:
                 seconds = min(a.end, b.end) - max(a.start, b.start)
-                if seconds > tolerance:
+                woke_beside = (a.woken and b.start <= a.start) or (b.woken and a.start <= b.start)
+                if seconds > (tolerance if woke_beside else 0.0):
                     found.append((a, b, seconds))
     return found
 
