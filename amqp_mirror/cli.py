@@ -190,6 +190,8 @@ _HA_FIELDS = (
     ("sharedState", "shared state"),
     ("backupPresent", "backup present"),
     ("partner", "partner"),
+    ("backsUp", "backs up"),  # a colocated backup: the primary it backs up
+    ("backupHostedBy", "backup hosted by"),  # a colocated primary: where its backup runs
 )
 
 
@@ -211,7 +213,19 @@ def _ha_text(status: dict[str, object]) -> str:
             continue
         shown = ("yes" if value else "no") if isinstance(value, bool) else str(value)
         lines.append(f"{label:21} {shown}")
+    for backup in _colocated(status):  # the backups this server's process runs for its cluster
+        lines.append(f"{'colocated backup':21} {backup}")
     return "\n".join(lines)
+
+
+def _colocated(status: dict[str, object]) -> list[str]:
+    backups = status.get("colocatedBackups")
+    if not isinstance(backups, list):
+        return []
+    return [
+        f"{b['name']} ({b['role']}, {b['state']}) backs up {b['backsUp']} at {b['primaryAt']}"
+        for b in backups
+    ]
 
 
 def _cmd_status(args: argparse.Namespace) -> int:

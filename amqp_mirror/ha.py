@@ -26,6 +26,7 @@ from broker_core.journal.node_id import load_or_create_node_id
 from broker_core.passive import PassiveListener
 
 from .broker import Broker
+from .colocation import COLOCATION_ADDRESS, BackupRequester, ColocationService, Hosting
 from .network_check import NetworkCheck, NetworkGuard, targets_of
 from .scale_down import ScaleDownRun
 
@@ -217,7 +218,12 @@ class HaController:
             self.network, lambda: self.broker if self.state == State.ACTIVE else None, self._may_serve_again
         )
         self._said_isolated = False
-        self.broker = self._new_broker()
+        # <colocated>: the backups this primary hosts for its cluster, and its own request for one
+        colocated = self.policy.colocated
+        self.hosting = Hosting(self, self._hosted) if colocated is not None else None
+        self.requester = BackupRequester(self) if colocated is not None and colocated.request_backup else None
+        self.backs_up: str | None = None  # a hosted (colocated) backup: the primary it backs up
+        self.broker: Broker = self._new_broker()
         self.coordinator = self._new_coordinator()
         other = config.ha_partner()
         self.active_elsewhere = (other.host, other.port) if other is not None else None
@@ -231,9 +237,15 @@ class HaController:
         # told of every change of state (old, event, new): operations count failovers, tell systemd
         self.on_transition: list[Callable[[State, Event, State], None]] = []
 
+    def _hosted(self, config: BrokerConfig, on_exit: Callable[[int, str], None]) -> HaController:
+        """A backup this primary hosts (colocated): run as this one is, on its loop."""
+        return HaController(config, self.loop, on_exit, self.prepare)
+
     def _new_broker(self) -> Broker:
         broker = Broker(self.config, self.loop)
         broker.ha = self
+        if self.hosting is not None:
+            broker.services.register_sender(COLOCATION_ADDRESS, ColocationService(self.hosting))
         self.prepare(broker)
         return broker
 
@@ -254,6 +266,10 @@ class HaController:
 
     async def stop(self) -> None:
         self.network.stop()
+        if self.requester is not None:
+            self.requester.stop()
+        if self.hosting is not None:
+            await self.hosting.stop()
         await self.on(Event.STOP)
 
     async def _may_serve_again(self) -> bool:
@@ -304,6 +320,9 @@ class HaController:
             else None,
             **self.coordinator.status(),
             **({"backupPresent": self.backup_present()} if self.state == State.ACTIVE else {}),
+            **({"backsUp": self.backs_up} if self.backs_up is not None else {}),
+            **({"colocatedBackups": self.hosting.status()} if self.hosting is not None else {}),
+            **(self.requester.status() if self.requester is not None else {}),
         }
 
     def backup_present(self) -> bool:
@@ -336,6 +355,8 @@ class HaController:
             if say:  # said once it is so where the pair looks (L written: a fence from now on is seen)
                 log.info(say, name)
             self._every(lambda: self.coordinator.watch_every, self.coordinator.watch)
+            if self.requester is not None:
+                self.requester.start()
         elif action == Action.STEP_DOWN:
             log.info("AMQ221002: backup %s stepping down: its primary is back (allow-failback)", name)
             await self._stop_handing_over()  # the lock goes to the primary, which waits for it
@@ -365,7 +386,9 @@ class HaController:
             await self._close_passive()
             self.coordinator.release()
             if self.state == State.STOPPED:
-                if self.rejoin is not None:
+                if self.rejoin is not None and self.backs_up is not None:
+                    self.on_exit(EXIT_REJOIN, self.rejoin)  # a hosted backup: its host says so (AMQ951187)
+                elif self.rejoin is not None:
                     log.warning(
                         "AMQ951030: %s stopped because %s: it exits with code %d so that its service starts "
                         "it again, to rejoin the pair (until then the pair has no backup)",
@@ -426,6 +449,8 @@ class HaController:
         another server's from now on). The CRITICAL line that led here says why: nothing more is said,
         and no thread of this server's calls into the loop once it is closed."""
         self._cancel()
+        if self.requester is not None:
+            self.requester.stop()
         journal = self.broker.server.journal
         if journal is not None:
             journal.abandon()
@@ -461,7 +486,12 @@ class HaController:
             try:
                 event = await step()
             except (OSError, LockManagerError) as exc:  # the store or the manager is unreachable: retry
-                log.warning("HA %s: %s", self.config.name, exc)
+                log.warning("AMQ951140: %s cannot decide now, it asks again: %s", self.config.name, exc)
+                event = None
+            except Exception:  # a defect: said with its trace, and the server keeps polling, not stuck
+                log.exception(
+                    "AMQ951141: %s: unexpected error in its HA poll; it asks again", self.config.name
+                )
                 event = None
             if self._timer is not None or self.state in (State.STOPPING, State.STOPPED):
                 return  # superseded meanwhile

@@ -59,6 +59,7 @@ WATCH = 0.2  # seconds: an active server checks it still holds its lock (and whe
 REPAIR_WAIT = 2.0  # seconds between looks while the activation sequence awaits its claimer
 TICK = 0.1  # seconds between looks at the replication connection's keep-alives and silence
 FENCE_TIMEOUT = 10.0  # seconds to fence off a lost replica before giving up (and stopping)
+CALL_BOUND = 15.0  # seconds a lock manager call may go unanswered before the poll says so and moves on
 VERDICT_EVENTS = {
     activation.Verdict.IN_SYNC: FollowEvent.IN_SYNC,
     activation.Verdict.SELF_REPAIR: FollowEvent.SELF_REPAIR,
@@ -155,6 +156,7 @@ class ReplicationCoordinator:
         self.primary_back = False  # an active backup: its primary replicates from it, synchronized
         self.coordinated: int | None = None
         self.fence_timeout = FENCE_TIMEOUT if self.quorum is None else self.quorum.longest_stay_vote()
+        self._call: asyncio.Future[Any] | None = None  # the lock manager call last made (one at a time)
         cluster = config.cluster_connection()
         self.call_timeout = (cluster.call_timeout if cluster is not None else 30000) / 1000
         self.probe_time = max(2.0, len(config.ha_partners()) * policy.retry_replication_wait / 1000)
@@ -624,5 +626,25 @@ class ReplicationCoordinator:
             client.stop()
 
     async def _run(self, call: Any, *args: Any) -> Any:
-        """A lock manager call, off the loop (it may wait on the network)."""
-        return await asyncio.get_running_loop().run_in_executor(None, call, *args)
+        """A lock manager call, off the loop (it may wait on the network), and one at a time. One still
+        unanswered after CALL_BOUND is said (the poll moves on and tries again), and the next call waits
+        for it first: two tries at once would race each other's contender nodes, and a try that ends in
+        its thread after all leaves the manager holding the lock, which the next try then reports."""
+        previous = self._call
+        if previous is not None and not previous.done():
+            await self._bounded(previous, "its previous call")
+        self._call = asyncio.get_running_loop().run_in_executor(None, call, *args)
+        self._call.add_done_callback(_retrieved)  # an answer nobody awaits any more is no error to log
+        return await self._bounded(self._call, getattr(call, "__name__", "a call"))
+
+    async def _bounded(self, call: asyncio.Future[Any], what: str) -> Any:
+        bound = max(CALL_BOUND, self.fence_timeout)  # a quorum's stay-active vote may take longer
+        try:
+            return await asyncio.wait_for(asyncio.shield(call), bound)
+        except TimeoutError:
+            raise LockManagerError(f"the lock manager has not answered {what} in {bound:g} s") from None
+
+
+def _retrieved(call: asyncio.Future[Any]) -> None:
+    if not call.cancelled():
+        call.exception()

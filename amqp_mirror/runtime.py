@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
 import logging
 import signal
 from collections.abc import Callable
@@ -103,6 +104,8 @@ def run(configs: list[BrokerConfig]) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal, sig.name)
         loop.add_signal_handler(signal.SIGHUP, ops.reload)
+        # every thread's stack on stderr, even with the loop stuck: a server that hangs can say where
+        faulthandler.register(signal.SIGUSR2, all_threads=True)
         tune_gc()
         ops.started()
         await stop.wait()

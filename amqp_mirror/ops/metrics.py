@@ -151,6 +151,23 @@ class BrokerCollector(Collector):
                 node.ha.coordinator.counters().get("replicas_dropped_lagging", 0),
             )
             yield from _votes(node.ha.coordinator.counters())
+        hosting = node.ha.hosting if node.ha is not None else None
+        if hosting is not None:  # <colocated>: the backups this primary's process runs for its cluster
+            backups = GaugeMetricFamily(
+                PREFIX + "ha_colocated_backups",
+                "The colocated backups this server's process runs, each by name, role, state and the "
+                "primary it backs up (always 1).",
+                labels=["backup", "role", "state", "backs_up"],
+            )
+            for backup in hosting.status():
+                labels = [str(backup[key]) for key in ("name", "role", "state", "backsUp")]
+                backups.add_metric(labels, 1)
+            yield backups
+            yield _counter(
+                "ha_colocated_backup_refusals",
+                "Requests to host a colocated backup this server refused (max-backups reached, or passive).",
+                hosting.refused,
+            )
         failovers = CounterMetricFamily(
             PREFIX + "ha_failovers", "HA transitions of this server, by reason.", labels=["reason"]
         )

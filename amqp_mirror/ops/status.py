@@ -127,6 +127,11 @@ def render(status: dict[str, Any], url: str) -> str:
         f"  replica in sync {'yes' if ha.get('replicaSync') else 'no'}"
         + (f"  partner {ha['partner']}" if ha.get("partner") else "")
     )
+    for backup in ha.get("colocatedBackups") or ():  # <colocated>: the backups this process runs
+        out.append(
+            f"       colocated backup {backup['name']}  role {backup['role']}  state {backup['state']}"
+            f"  backs up {backup['backsUp']} at {backup['primaryAt']}"
+        )
     out += [
         "",
         *_table(

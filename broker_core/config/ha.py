@@ -4,8 +4,9 @@
 `<primary>` or `<backup>`. Each parameter is allowed only where the seed allows it (a `coordination-id`
 in a shared-store backup is an error naming where it belongs). The older names (`<live-only>`,
 `<master>`, `<slave>`, `check-for-live-server`) are read with a deprecation warning. What each parameter
-does here (implemented, no effect, not implemented yet: `<colocated>`) is the support table's
-(support.py); `<scale-down>` names the `<connector>`s of the members it may move messages to (a
+does here (implemented, or no effect) is the support table's (support.py); `<colocated>` holds a
+`<primary>`, a `<backup>` and the colocation parameters (a primary that asks its cluster for a backup and
+hosts theirs); `<scale-down>` names the `<connector>`s of the members it may move messages to (a
 `<discovery-group-ref>` is refused: there is no discovery here); `<replication>` without a `<manager>`
 decides by quorum voting, and the voting parameters with a `<manager>` have no effect (noted, as Artemis
 ignores them there). A `<cluster-connection>` is read for what a pair needs of it (its static
@@ -22,6 +23,7 @@ from typing import Any
 from broker_core.config.model import (
     LOCK_MANAGERS,
     ClusterConnection,
+    Colocated,
     Connector,
     HaKind,
     HaPolicy,
@@ -127,18 +129,71 @@ def parse_ha_policy(reader: Reader, section: Element) -> HaPolicy:
             return HaPolicy(kind=kind)
     role_element = roles[0]
     role_name = _current_name(reader, role_element)
+    if role_name == "colocated":
+        return _colocated(reader, role_element, kind)
     if role_name not in ("primary", "backup"):
-        reader.ignore(role_element)  # <colocated>: not implemented yet; or a name Artemis does not have
+        reader.ignore(role_element)  # a name Artemis does not have here: "did you mean"
         return HaPolicy(kind=kind)
-    role = HaRole(role_name)
+    return _role(reader, role_element, kind, HaRole(role_name))
+
+
+def _role(reader: Reader, element: Element, kind: HaKind, role: HaRole) -> HaPolicy:
     voting: list[tuple[Element, str]] = []
-    policy = HaPolicy(kind=kind, role=role, **_parameters(reader, role_element, kind, role, voting))
+    policy = HaPolicy(kind=kind, role=role, **_parameters(reader, element, kind, role, voting))
     if kind == HaKind.REPLICATION and policy.manager is None:
-        reader.judge(role_element, QUORUM_VOTING)
+        reader.judge(element, QUORUM_VOTING)
     for child, text in voting:  # quorum voting's parameters act only where it decides
         rule = HA_PARAMETERS[local_name(child)] if policy.manager is None else QUORUM_WITH_A_MANAGER
         reader.judge(child, rule, text)
     return policy
+
+
+_COLOCATED: dict[str, Callable[[str], Any]] = {
+    "request-backup": parse_bool,
+    "max-backups": lambda t: parse_int(t, minimum=0),
+    "backup-request-retries": lambda t: parse_int(t, minimum=-1),
+    "backup-request-retry-interval": lambda t: parse_int(t, minimum=1),
+    # 0 would put a backup's acceptors on its host's ports
+    "backup-port-offset": lambda t: parse_int(t, minimum=1),
+}
+
+
+def _colocated(reader: Reader, element: Element, kind: HaKind) -> HaPolicy:
+    """`<colocated>`: a primary (the nested `<primary>`'s parameters) that asks the other primaries of its
+    cluster to host a backup for it and hosts theirs, each with the nested `<backup>`'s parameters (the
+    seed's defaults: an empty `<primary/>` or `<backup/>`, or none, is the role's defaults)."""
+    reader.check_attributes(element, set())
+    values: dict[str, Any] = {}
+    roles: dict[str, HaPolicy] = {}
+    for child in reader.children(element):
+        name = _current_name(reader, child)
+        if name in _COLOCATED:
+            reader.check_attributes(child, set())
+            reader.check_no_children(child)
+            value = reader.convert(child, reader.text(child), _COLOCATED[name])
+            if value is not None:
+                values[name.replace("-", "_")] = value
+        elif name == "excludes":
+            reader.check_attributes(child, set())
+            refs: list[str] = []
+            for ref in reader.children(child):
+                if local_name(ref) != "connector-ref":
+                    reader.ignore(ref)
+                elif text := reader.text(ref):
+                    refs.append(text)
+            values["excludes"] = tuple(refs)
+        elif name in ("primary", "backup"):
+            if name in roles:
+                reader.error(child, f"more than one <{name}> in <colocated>", f"one <{name}>")
+                continue
+            roles[name] = _role(reader, child, kind, HaRole(name))
+        else:
+            reader.ignore(child)  # a name Artemis does not have here: "did you mean"
+    backup = roles.get("backup", HaPolicy(kind=kind, role=HaRole.BACKUP))
+    primary = roles.get("primary", HaPolicy(kind=kind, role=HaRole.PRIMARY))
+    # a hosted backup never restarts as a backup after failing back: it stops, and its primary asks again
+    colocated = Colocated(backup=backup.model_copy(update={"restart_backup": False}), **values)
+    return primary.model_copy(update={"colocated": colocated})
 
 
 def _current_name(reader: Reader, element: Element) -> str:

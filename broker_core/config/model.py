@@ -408,6 +408,25 @@ class HaPolicy(Frozen):
     quorum_vote_wait: int = 30
     manager: LockManager | None = None
     coordination_id: str | None = None
+    # `<colocated>`: this primary asks for, and hosts, backups in the processes of its cluster
+    colocated: Colocated | None = None
+
+
+class Colocated(Frozen):
+    """`<colocated>`, with the reference's defaults: whether this primary asks the other primaries of its
+    cluster to host a backup for it, how often, and how many backups it hosts for them; each hosted
+    backup runs with `backup` (the nested `<backup>`'s parameters) as its HA policy."""
+
+    request_backup: bool = False
+    max_backups: int = 1
+    backup_request_retries: int = -1  # -1: for ever
+    backup_request_retry_interval: int = 5000  # ms
+    backup_port_offset: int = 100
+    excludes: tuple[str, ...] = ()  # connectors a hosted backup's copy keeps as they are
+    backup: HaPolicy  # the nested <backup>'s parameters, role backup
+
+
+HaPolicy.model_rebuild()  # its `colocated` field names Colocated, defined after it
 
 
 class Connector(Frozen):

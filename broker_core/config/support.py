@@ -423,7 +423,7 @@ HA_ROLE: dict[str, Rule] = {
     "backup": IMPLEMENTED,
     "master": IMPLEMENTED,
     "slave": IMPLEMENTED,
-    "colocated": refused("colocated backups (one process hosting another server's backup)"),
+    "colocated": IMPLEMENTED,  # a primary that hosts its cluster's backups (amqp_mirror/colocation.py)
 }
 # replication without a <manager> decides by quorum voting (amqp_mirror/ha_quorum.py)
 QUORUM_VOTING = IMPLEMENTED

@@ -16,8 +16,9 @@ must be to activate. Two implementations:
   row per node id, taken when free or expired, renewed by its holder, each taking fenced by a monotonic
   epoch; the activation sequence is a row too. Same properties and the same holder's grace as ZooKeeper.
 
-Every call may block on the network: the HA controller calls them from a worker thread, with its own
-timeout (kazoo's own waits are not bounded while a connection is suspended, spec B5).
+Every call may block on the network: the HA controller calls them from a worker thread, one at a time,
+and says so when one is slow to answer (kazoo's own waits are not bounded while a connection is
+suspended, spec B5). A manager's failures, whatever their cause, reach it as LockManagerError.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -173,6 +175,26 @@ def _ofd_lock(fd: int, wait: bool) -> bool:
 # ------------------------------------------------------------------------------------------ ZooKeeper
 
 
+_CONTENDER = "__lock__"  # kazoo's lock recipe names its nodes "<uuid>__lock__<sequence>"
+
+
+def _contender_sequence(child: str) -> str | None:
+    """A contender's place in the queue (ten digits, so they compare as text), as kazoo's recipe reads it."""
+    _, found, sequence = child.rpartition(_CONTENDER)
+    digits = sequence.removeprefix("-")
+    return sequence if found and len(digits) == 10 and digits.isdigit() else None
+
+
+@dataclass(frozen=True)
+class _HeldNode:
+    path: str  # the lock's folder
+    node: str  # our contender node in it, first in the queue
+
+    @property
+    def name(self) -> str:
+        return f"{self.path}/{self.node}"
+
+
 class ZooKeeperLockManager:
     """A lock goes through lock_states.py's table: held from a successful `try_lock` until `unlock`, or
     until it is given up: the session expired, the lock's node is gone, or nothing was heard from
@@ -196,7 +218,7 @@ class ZooKeeperLockManager:
         self.grace = self.session_ms * self.session_percent / 100 / 1000
         self.beat = max(self.grace / 4, 0.02)
         self._client: Any = None
-        self._held: dict[str, Any] = {}  # node id -> the kazoo Lock taken
+        self._held: dict[str, _HeldNode] = {}  # node id -> our node, first in its lock's queue
         self._states: dict[str, LockState] = {}
         self._why: dict[str, str] = {}  # node id -> why it was given up
         self._lost: list[Callable[[str], None]] = []
@@ -210,7 +232,13 @@ class ZooKeeperLockManager:
             from kazoo.client import KazooClient, KazooState
         except ImportError as exc:  # a dependency of the package: only a broken install lacks it
             raise LockManagerError("the ZooKeeper lock manager needs kazoo (pip install kazoo)") from exc
-        retry = {"max_tries": self.retries, "delay": self.retries_ms / 1000, "backoff": 1, "max_delay": 60}
+        # a call, then `retries` more (kazoo counts calls; its 0 would mean without end)
+        retry = {
+            "max_tries": self.retries + 1,
+            "delay": self.retries_ms / 1000,
+            "backoff": 1,
+            "max_delay": 60,
+        }
         client = KazooClient(
             hosts=self.connect_string,
             timeout=self.session_ms / 1000,
@@ -231,49 +259,88 @@ class ZooKeeperLockManager:
     def _path(self, node_id: str, leaf: str) -> str:
         return f"{self.root}/{node_id}/{leaf}"
 
-    def try_lock(self, node_id: str) -> bool:
-        client = self._connected()
-        if self.holds(node_id):
-            return True
-        self._held.pop(node_id, None)  # one given up: a fresh try
-        self._clear_own_contenders(client, self._path(node_id, "locks"))
-        lock = client.Lock(self._path(node_id, "locks"))  # a fresh recipe for each try
-        sent = time.monotonic()
-        if not lock.acquire(blocking=False):
-            self._event(node_id, LockEvent.REFUSED)  # not held: nothing of it to report lost later
-            return False
-        with self._guard:
-            self._held[node_id] = lock
-            self._contact = sent
-        self._event(node_id, LockEvent.ACQUIRED)
-        return True
+    @contextlib.contextmanager
+    def _answers(self) -> Iterator[None]:
+        """kazoo's failures (a connection lost mid-call, a session expired) as the interface's error."""
+        from kazoo.exceptions import KazooException
 
-    @staticmethod
-    def _clear_own_contenders(client: Any, path: str) -> None:
+        try:
+            yield
+        except KazooException as exc:
+            raise LockManagerError(
+                f"ZooKeeper at {self.connect_string}: {type(exc).__name__} {exc}".rstrip()
+            ) from exc
+
+    def _wait(self, answer: Any) -> Any:
+        """A request's answer, waited for at most connection-ms. kazoo's own waits have no end: a request
+        made while the connection is being found again waits in its queue until it is found (and its
+        lock recipe retries without end, and cleans up after itself with such a wait)."""
+        try:
+            return answer.get(timeout=self.connection_ms / 1000)
+        except self._client.handler.timeout_exception:
+            raise LockManagerError(
+                f"ZooKeeper at {self.connect_string} did not answer in {self.connection_ms} ms"
+            ) from None
+
+    def try_lock(self, node_id: str) -> bool:
+        """The lock recipe's contest, once: our node in the queue, held if no node is ahead of it, else
+        taken out of the queue again. Its node names are kazoo's recipe's, the order its order."""
+        with self._answers():
+            client = self._connected()
+            if self.holds(node_id):
+                return True
+            self._held.pop(node_id, None)  # one given up: a fresh try
+            path = self._path(node_id, "locks")
+            self._clear_own_contenders(client, path)
+            sent = time.monotonic()
+            created = self._wait(
+                client.create_async(
+                    f"{path}/{uuid.uuid4().hex}{_CONTENDER}",
+                    ephemeral=True,
+                    sequence=True,
+                    makepath=True,
+                )
+            )
+            node = created[len(path) + 1 :]
+            mine = _contender_sequence(node)
+            if mine is None:  # ZooKeeper numbers sequential nodes: never without one
+                raise LockManagerError(f"ZooKeeper named our contender node {created!r} without a sequence")
+            queue = [_contender_sequence(child) for child in self._wait(client.get_children_async(path))]
+            ahead = [sequence for sequence in queue if sequence is not None and sequence < mine]
+            if ahead:
+                self._wait(client.delete_async(created))  # if cut off here, the next try removes it
+                self._event(node_id, LockEvent.REFUSED)  # not held: nothing of it to report lost later
+                return False
+            with self._guard:
+                self._held[node_id] = _HeldNode(path, node)
+                self._contact = sent
+            self._event(node_id, LockEvent.ACQUIRED)
+            return True
+
+    def _clear_own_contenders(self, client: Any, path: str) -> None:
         """Remove this session's nodes left under the lock. A try cut off between creating its node and
         removing it again (the connection lost, then found again with the same session) leaves a node
-        of ours in the queue: every later try, with a recipe of its own, would wait behind it for ever,
-        and so would every other server. We hold nothing when we try, so any node of ours is such a
-        leftover."""
+        of ours in the queue: every later try would wait behind it for ever, and so would every other
+        server. We hold nothing when we try, so any node of ours is such a leftover."""
         from kazoo.exceptions import NoNodeError
 
         own = client.client_id[0]
         try:
-            children = client.get_children(path)
+            children = self._wait(client.get_children_async(path))
         except NoNodeError:
             return
         for child in children:
-            stat = client.exists(f"{path}/{child}")
+            stat = self._wait(client.exists_async(f"{path}/{child}"))
             if stat is not None and stat.ephemeralOwner == own:
                 with contextlib.suppress(NoNodeError):
-                    client.delete(f"{path}/{child}")
+                    self._wait(client.delete_async(f"{path}/{child}"))
 
     def unlock(self, node_id: str) -> None:
-        lock = self._held.pop(node_id, None)
+        held = self._held.pop(node_id, None)
         self._event(node_id, LockEvent.RELEASED)
-        if lock is not None and self._client is not None and self._client.connected:
+        if held is not None and self._client is not None and self._client.connected:
             with contextlib.suppress(Exception):  # the session is going anyway: its ephemeral node too
-                lock.release()
+                self._wait(self._client.delete_async(held.name))
 
     def holds(self, node_id: str) -> bool:
         return self._states.get(node_id) == LockState.HELD and time.monotonic() - self._contact < self.grace
@@ -290,35 +357,38 @@ class ZooKeeperLockManager:
         """Our lock's node is still on the servers, owned by our current session: a session that expired
         while we were paused took the node with it, even if kazoo has connected a new one since."""
         lock = self._held.get(node_id)
-        if lock is None or lock.node is None or self._states.get(node_id) != LockState.HELD:
+        if lock is None or self._states.get(node_id) != LockState.HELD:
             return False
-        client = self._connected()
-        client.sync(lock.path)
-        stat = client.exists(f"{lock.path}/{lock.node}")
-        return bool(stat is not None and stat.ephemeralOwner == client.client_id[0])
+        with self._answers():
+            client = self._connected()
+            self._wait(client.sync_async(lock.path))
+            stat = self._wait(client.exists_async(lock.name))
+            return bool(stat is not None and stat.ephemeralOwner == client.client_id[0])
 
     def get_sequence(self, node_id: str) -> int:
-        client = self._connected()
-        path = self._path(node_id, "activation-sequence")
-        client.ensure_path(path)
-        data, _ = client.get(path)
-        return int(data.decode()) if data else 0
+        with self._answers():
+            client = self._connected()
+            path = self._path(node_id, "activation-sequence")
+            self._wait(client.ensure_path_async(path))
+            data, _ = self._wait(client.get_async(path))
+            return int(data.decode()) if data else 0
 
     def compare_and_set_sequence(self, node_id: str, expected: int, new: int) -> bool:
         from kazoo.exceptions import BadVersionError
 
-        client = self._connected()
-        path = self._path(node_id, "activation-sequence")
-        client.ensure_path(path)
-        data, stat = client.get(path)
-        current = int(data.decode()) if data else 0
-        if current != expected:
-            return False
-        try:
-            client.set(path, str(new).encode(), version=stat.version)
-        except BadVersionError:
-            return False
-        return True
+        with self._answers():
+            client = self._connected()
+            path = self._path(node_id, "activation-sequence")
+            self._wait(client.ensure_path_async(path))
+            data, stat = self._wait(client.get_async(path))
+            current = int(data.decode()) if data else 0
+            if current != expected:
+                return False
+            try:
+                self._wait(client.set_async(path, str(new).encode(), version=stat.version))
+            except BadVersionError:
+                return False
+            return True
 
     def on_lost(self, callback: Callable[[str], None]) -> None:
         self._lost.append(callback)
@@ -372,7 +442,7 @@ class ZooKeeperLockManager:
             node_id, lock = held[0]
             sent = time.monotonic()
             with contextlib.suppress(Exception):  # no answer: silence, judged below
-                stat = client.exists_async(f"{lock.path}/{lock.node}").get(timeout=self.grace)
+                stat = client.exists_async(lock.name).get(timeout=self.grace)
                 if stat is None or stat.ephemeralOwner != client.client_id[0]:
                     self._event(node_id, LockEvent.NODE_GONE, "the lock's node is gone from ZooKeeper")
                     continue

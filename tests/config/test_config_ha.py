@@ -1,5 +1,5 @@
 """`<ha-policy>` read whole (Artemis's HA parameters and defaults), checked per policy and role, with the
-older names accepted and warned about; what is not implemented yet (`<colocated>`) refused, `<scale-down>`
+older names accepted and warned about (`<colocated>`: test_config_colocated.py), `<scale-down>`
 read and checked, what has no effect here noted; a `<manager>` must be one this broker has."""
 
 from __future__ import annotations
@@ -60,12 +60,7 @@ def test_a_parameter_where_it_does_not_apply_is_an_error_naming_the_place(write_
     assert any("failover-on-shutdown, wait-for-activation" in e for e in found)
 
 
-def test_colocated_is_refused_and_replication_without_a_lock_manager_votes(write_config: WriteConfig) -> None:
-    found = errors(write_config, "<ha-policy><shared-store><colocated/></shared-store></ha-policy>")
-    assert found == [
-        "broker.xml:4: core/ha-policy/shared-store/colocated: not implemented yet: colocated backups (one "
-        "process hosting another server's backup); refused; expected it left out, until it is implemented"
-    ]
+def test_replication_without_a_lock_manager_votes(write_config: WriteConfig) -> None:
     body = (
         "<ha-policy><replication><backup><quorum-size>3</quorum-size><vote-retries>2</vote-retries>"
         "<vote-retry-wait>500</vote-retry-wait><quorum-vote-wait>4</quorum-vote-wait>"

@@ -68,6 +68,53 @@ def test_a_node_of_ours_left_by_a_try_cut_off_never_blocks_the_lock(zookeeper: E
         b.stop()
 
 
+def test_a_try_cut_by_a_frozen_ensemble_answers_while_it_is_still_frozen(zookeeper: Ensemble) -> None:
+    """The ensemble freezes in the middle of a try (after it cleared its leftovers, as it creates its
+    node): the try answers with the manager's own error once its retries are spent, not after ZooKeeper
+    is back (kazoo's recipe on its own retries without end, backing off to a minute between tries), and
+    the lock is taken by a try once the ensemble is back."""
+    node = str(uuid.uuid4())
+    manager = zk(zookeeper, namespace="t5", retries="0", **{"session-ms": "4000"})
+    clear = manager._clear_own_contenders
+
+    def cleared_then_frozen(client, path):  # type: ignore[no-untyped-def]
+        clear(client, path)
+        for zk_node in zookeeper.nodes:
+            zk_node.pause()
+
+    manager._clear_own_contenders = cleared_then_frozen
+    answers: list[object] = []
+
+    def attempt() -> None:
+        try:
+            answers.append(manager.try_lock(node))
+        except Exception as exc:
+            answers.append(exc)
+
+    worker = threading.Thread(target=attempt, daemon=True)
+    try:
+        worker.start()
+        worker.join(20)
+        assert answers, "the try still waits on a frozen ensemble"
+        assert isinstance(answers[0], LockManagerError), answers
+    finally:
+        for zk_node in zookeeper.nodes:
+            zk_node.resume()
+    try:
+        zookeeper.wait_serving()
+        manager._clear_own_contenders = clear
+        wait_until(lambda: _tried(manager, node), 30, "the lock taken once the ensemble is back")
+    finally:
+        manager.stop()
+
+
+def _tried(manager, node: str) -> bool:  # type: ignore[no-untyped-def]
+    try:
+        return bool(manager.try_lock(node))
+    except LockManagerError:
+        return False
+
+
 def test_zookeeper_lock_is_given_up_when_the_majority_goes(zookeeper: Ensemble) -> None:
     node = str(uuid.uuid4())
     manager = zk(zookeeper, namespace="t2", **{"session-ms": "3000", "session-percent": "33"})

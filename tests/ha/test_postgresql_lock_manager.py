@@ -164,3 +164,42 @@ def test_a_pair_fails_over_on_postgresql(postgresql: postgresql_peer.PostgreSQL,
         assert sorted(got) == list(range(200)), f"{len(got)} received, {len(set(got))} distinct of 200"
     finally:
         backup.stop()
+
+
+def test_a_database_that_stops_answering_is_said_and_the_backup_takes_over_once_it_answers(
+    postgresql: postgresql_peer.PostgreSQL, tmp_path: Path
+) -> None:
+    """The database frozen (SIGSTOP: its sockets stay open, so no network bound of libpq fires) while the
+    backup of a dead primary tries the lock: its try hangs in the manager. The backup says so once the
+    call has gone unanswered for its bound (AMQ951140) and asks nothing more of the manager meanwhile;
+    thawed, the database answers and the backup takes over and serves on."""
+    manager = lock_manager(
+        POSTGRESQL_LOCK_MANAGER,
+        connect_string=postgresql.connect_string,
+        namespace=f"frozen-{uuid.uuid4().hex[:8]}",
+        session_ms="2000",
+    )
+    primary, backup = replicated_servers(
+        tmp_path, "", "", [("primary", "primary", ""), ("backup", "backup", "")], manager=manager
+    )
+    primary.start()
+    backup.start()
+    try:
+        wait_until(lambda: "AMQ221024" in backup.log(), 30, "the backup to synchronize")
+        primary.kill()
+        wait_until(lambda: "AMQ951070" in backup.log(), 10, "the backup to try the lock")
+        postgresql.pause()
+        try:
+            wait_until(
+                lambda: "has not answered" in backup.log(), 40, "the backup to say its call is unanswered"
+            )
+            assert "AMQ951140: backup cannot decide now" in backup.log(), backup.log()[-3000:]
+            stays(lambda: "AMQ221010" in backup.log(), 2, "the backup activating with the database frozen")
+        finally:
+            postgresql.resume()
+        wait_until(
+            lambda: "AMQ221010" in backup.log(), 40, "the backup to take over once the database answers"
+        )
+        still_serving(backup, 3, "the backup that took over")
+    finally:
+        backup.stop()

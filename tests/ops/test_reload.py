@@ -66,3 +66,18 @@ def test_reload_applies_address_settings_and_broker_connections(tmp_path: Path) 
     finally:
         near.stop()
         far.stop()
+
+
+def test_sigusr2_writes_every_thread_stack_and_the_broker_serves_on(tmp_path: Path) -> None:
+    """What an operator attaches to a report of a broker that hangs: the stacks of all its threads."""
+    b = BrokerProcess(tmp_path / "b", name="b", xml_kwargs={"addresses": ADDRESSES})
+    b.start()
+    try:
+        assert b.proc is not None
+        b.proc.send_signal(signal.SIGUSR2)
+        wait_until(lambda: "most recent call first" in b.log(), 10, "the stacks on stderr")
+        assert "Thread 0x" in b.log() and "runtime.py" in b.log(), b.log()[-2000:]
+        assert set(send_all(b.url, "orders", ["after"]).values()) == {"accepted"}
+        assert [m.body for m in receive(b.url, "orders", 1)] == ["after"]
+    finally:
+        b.stop()
