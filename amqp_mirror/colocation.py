@@ -14,6 +14,11 @@ A host (`Hosting`) accepts at most max-backups and runs each as an HA controller
 broker_core/config/colocated.py makes of the host's. The backup listens on its own (offset) acceptors;
 on the host's HTTP-upgrade and doNotOffset acceptors, the host hands it the connections that name it
 (`activemqServerName`, `Server.routes`): redirected while it is passive, served once it is active.
+
+The same address answers one question too (`LOCATE`, `locate_active`): where a server active with a
+node id runs. A replicated primary that comes back while its colocated backup serves asks its members,
+as Artemis looks its node id up in the cluster's topology: its static connectors name the other
+primaries, not the backup one of them hosts, which it must replicate from to fail back.
 """
 
 from __future__ import annotations
@@ -22,13 +27,20 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from broker_core.amqp.codec import Symbol
 from broker_core.amqp.performatives import Attach, Source, Target
-from broker_core.config.colocated import BackupRequest, backup_config, backup_name, backup_request
+from broker_core.config.colocated import (
+    BackupRequest,
+    backup_config,
+    backup_name,
+    backup_request,
+    own_connector_uri,
+)
 from broker_core.config.model import AmqpConnection, Connector, Endpoint
 from broker_core.config.uri import parse_acceptor_uri
 from broker_core.errors import Unauthorized
@@ -54,7 +66,10 @@ CONNECTOR = Symbol("connector")  # the URI it is reached at
 DIRECTORIES = Symbol("directories")  # shared store: field name -> path
 ACCEPTED = Symbol("accepted")
 BACKUP = Symbol("backup")  # accepted: the name of the backup the host runs
+TICK = 0.5  # seconds between looks at a kept request connection's keep-alives and silence
 REASON = Symbol("reason")  # refused: why
+LOCATE = Symbol("locate")  # a question instead of a request: where is a server active with this node id?
+AT = Symbol("at")  # its answer: the connector URI of the hosted backup active with it (absent: none here)
 
 
 class HaController(Protocol):
@@ -102,8 +117,9 @@ class Hosting:
         """(True, the backup's name) or (False, why not)."""
         host = self.host
         for name, hosted in self.backups.items():  # a request again (its answer was lost): the same backup
-            if (hosted.request.name, hosted.request.node_id) == (request.name, request.node_id):
-                return True, name
+            same = (hosted.request.name, hosted.request.node_id) == (request.name, request.node_id)
+            if same and hosted.controller.state not in (State.STOPPING, State.STOPPED):
+                return True, name  # (one stopping, having failed back to the asker, is not its backup)
         colocated = host.policy.colocated
         assert colocated is not None
         if host.state != State.ACTIVE:
@@ -199,6 +215,14 @@ class Hosting:
 
         return serve
 
+    def locate(self, node_id: str) -> dict[Any, Any]:
+        """Where the backup this process hosts for `node_id` serves, if it is active: what a returning
+        primary replicates from to fail back (its cluster's topology, as far as colocation goes)."""
+        for name, hosted in self.backups.items():
+            if node_id and hosted.request.node_id == node_id and hosted.controller.state == State.ACTIVE:
+                return {AT: own_connector_uri(hosted.controller.config), BACKUP: name}
+        return {}
+
     async def stop(self) -> None:
         for hosted in list(self.backups.values()):
             await hosted.controller.stop()
@@ -226,6 +250,9 @@ class ColocationService:
         if not peer.cluster_member:
             raise Unauthorized("a backup request needs the cluster user and password")
         asked = attach.properties or {}
+        link.context = OutgoingLink(_nothing, _nothing_settled, _nothing)
+        if LOCATE in asked:
+            return self._answer(link, attach, self.hosting.locate(str(asked[LOCATE])))
         directories = asked.get(DIRECTORIES)
         request = BackupRequest(
             str(asked.get(REQUESTER) or peer.name),
@@ -237,7 +264,10 @@ class ColocationService:
             accepted, what = self.hosting.accept(request)
         except ValueError as exc:  # a connector URI that does not parse
             accepted, what = False, str(exc)
-        link.context = OutgoingLink(_nothing, _nothing_settled, _nothing)
+        return self._answer(link, attach, {ACCEPTED: accepted, (BACKUP if accepted else REASON): what})
+
+    @staticmethod
+    def _answer(link: Link, attach: Attach, properties: dict[Any, Any]) -> Attach:
         return Attach(
             name=link.name,
             role=False,
@@ -246,7 +276,7 @@ class ColocationService:
             source=attach.source,
             target=attach.target,
             initial_delivery_count=0,
-            properties={ACCEPTED: accepted, (BACKUP if accepted else REASON): what},
+            properties=properties,
         )
 
 
@@ -261,34 +291,35 @@ def _nothing_settled(context: object, state: object) -> None:
 # ------------------------------------------------------------------------------------ requester
 
 
-class _Ask:
-    """The link policy of one request: one attach, its answer into `answer`."""
+class _Exchange:
+    """The link policy of one question to a member: one attach with `properties`, the answering attach's
+    properties into `answer`."""
 
-    def __init__(self, request: BackupRequest, answer: asyncio.Future[tuple[bool, str]]) -> None:
-        self.request = request
+    def __init__(
+        self,
+        name: str,
+        properties: dict[Any, Any],
+        answer: asyncio.Future[dict[Any, Any]],
+        on_lost: Callable[[], None] | None = None,
+    ) -> None:
+        self.name = name
+        self.properties = properties
         self.answer = answer
+        self.on_lost = on_lost  # kept open once answered: told when the link or the connection goes
         self._pending = 0
 
     def install(self) -> None:
         pass
 
     def attach_all(self, conn: LinkHost) -> None:
-        request = self.request
-        properties: dict[Any, Any] = {
-            REQUESTER: request.name,
-            NODE_ID: request.node_id,
-            CONNECTOR: request.connector,
-        }
-        if request.directories is not None:
-            properties[DIRECTORIES] = dict(request.directories)
         attach = Attach(
-            name=f"colocation:{request.name}",
+            name=self.name,
             role=True,
             snd_settle_mode=1,
             rcv_settle_mode=0,
             source=Source(address=COLOCATION_ADDRESS),
             target=Target(),
-            properties=properties,
+            properties=self.properties,
         )
         conn.attach(attach, LinkRole(self))
         self._pending = 1
@@ -296,10 +327,8 @@ class _Ask:
     def remote_attached(self, conn: LinkHost, link: Link) -> None:
         self._pending = 0
         properties = (link.remote_attach.properties if link.remote_attach is not None else None) or {}
-        accepted = properties.get(ACCEPTED) is True
-        what = properties.get(BACKUP if accepted else REASON)
         if not self.answer.done():
-            self.answer.set_result((accepted, str(what or "")))
+            self.answer.set_result(dict(properties))
 
     def local_queue_added(self, conn: LinkHost, queue: Any) -> None:
         pass
@@ -320,19 +349,90 @@ class _Ask:
 
     def detached_all(self, conn: LinkHost) -> None:
         self._pending = 0
+        if self.answer.done() and self.on_lost is not None:
+            self.on_lost()
 
     def pending(self) -> int:
         return self._pending
 
 
+async def ask_member(
+    config: BrokerConfig,
+    broker: Broker,
+    member: Connector,
+    name: str,
+    properties: dict[Any, Any],
+    timeout: float,
+    on_lost: Callable[[], None] | None = None,
+) -> tuple[dict[Any, Any] | None, OutboundConnection | None]:
+    """One attach exchange with `member`'s colocation service, as the cluster user: the properties of
+    its answer, or None when it gave none within `timeout` seconds (down, or not a broker). With
+    `on_lost`, an answered connection is kept open and returned (the caller ticks and stops it), and
+    `on_lost` is called when it goes: the member is gone."""
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[dict[Any, Any]] = loop.create_future()
+    parsed = parse_acceptor_uri(member.uri)
+    cluster = config.cluster_connection()
+    connection = AmqpConnection(
+        name=f"colocation:{config.name}:{member.name}",
+        uri=member.uri,
+        endpoints=(
+            Endpoint(
+                host=parsed.host,
+                port=parsed.port,
+                params=parsed.params,
+                scheme=parsed.scheme,
+                path=parsed.path,
+            ),
+        ),
+        user=config.cluster_user,
+        password=config.cluster_password,
+        retry_interval=cluster.retry_interval if cluster is not None else 500,
+        idle_timeout=cluster.connection_ttl if cluster is not None else 60000,
+    )
+    exchange = _Exchange(name, properties, answer, on_lost)
+    client = OutboundConnection(broker.server, connection, loop, broker.turn, [exchange])
+    client.start()
+    try:
+        got = await asyncio.wait_for(answer, timeout)
+    except TimeoutError:
+        got = None
+    if got is not None and on_lost is not None:
+        return got, client
+    exchange.on_lost = None
+    with contextlib.suppress(Exception):
+        client.stop()
+    return got, None
+
+
+async def locate_active(config: BrokerConfig, broker: Broker, node_id: str) -> tuple[Connector, str] | None:
+    """Where a server active with `node_id` runs as a colocated backup, as the members of `config`'s
+    cluster say (each asked in turn): (its connector, who said so), or None when none says so."""
+    for member in config.ha_partners():
+        answer, _ = await ask_member(config, broker, member, f"locate:{config.name}", {LOCATE: node_id}, 5.0)
+        answer = answer or {}
+        uri = answer.get(AT)
+        if isinstance(uri, str) and uri:
+            parsed = parse_acceptor_uri(uri)
+            found = Connector(
+                name=f"{member.name}:{answer.get(BACKUP)}", uri=uri, host=parsed.host, port=parsed.port
+            )
+            return found, f"{member.host}:{member.port}"
+    return None
+
+
 class BackupRequester:
-    """An active primary with request-backup: asks its cluster's members, in turn, to host its backup."""
+    """An active primary with request-backup: asks its cluster's members, in turn, to host its backup.
+    Once one accepts, the connection of its request stays open: when it goes (the host died or stopped,
+    and its backup with it), the primary asks again, as it did at first (AMQ951143)."""
 
     def __init__(self, controller: HaController) -> None:
         self.controller = controller
         self.hosted_by: str | None = None  # "<member connector> as <backup name>", once accepted
         self.attempts = 0
         self._task: asyncio.Task[None] | None = None
+        self._host: OutboundConnection | None = None  # the accepted request's connection, kept open
+        self._ticker: asyncio.TimerHandle | None = None
 
     def start(self) -> None:
         if self._task is None and self.hosted_by is None:
@@ -342,6 +442,40 @@ class BackupRequester:
         if self._task is not None:
             self._task.cancel()
             self._task = None
+        self._let_go()
+
+    def _let_go(self) -> None:
+        host, self._host = self._host, None
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._ticker = None
+        if host is not None:
+            with contextlib.suppress(Exception):
+                host.stop()
+
+    def _tick(self) -> None:
+        """The kept connection's clock: keep-alives out, a silent host noticed within connection-ttl."""
+        self._ticker = None
+        if self._host is not None:
+            self._host.tick(time.monotonic())
+            self._ticker = self.controller.loop.call_later(TICK, self._tick)
+
+    def _host_lost(self) -> None:
+        if self._host is not None:  # not a connection this requester let go of itself
+            self.controller.loop.call_soon(self._ask_again)
+
+    def _ask_again(self) -> None:
+        if self._host is None:
+            return
+        self._let_go()
+        log.warning(
+            "AMQ951143: %s lost the host of its backup (%s): it requests a backup again",
+            self.controller.config.name,
+            self.hosted_by,
+        )
+        self.hosted_by = None
+        self.attempts = 0
+        self.start()
 
     async def _run(self) -> None:
         controller = self.controller
@@ -384,40 +518,36 @@ class BackupRequester:
             await asyncio.sleep(interval / 1000)
 
     async def _ask(self, member: Connector, request: BackupRequest, interval: int) -> tuple[bool, str] | None:
-        """The member's answer, or None when it did not give one in time (down, or not a broker)."""
+        """The member's answer, or None when it did not give one in time (down, or not a broker). An
+        accepting member's connection is kept (`_host`)."""
+        properties: dict[Any, Any] = {
+            REQUESTER: request.name,
+            NODE_ID: request.node_id,
+            CONNECTOR: request.connector,
+        }
+        if request.directories is not None:
+            properties[DIRECTORIES] = dict(request.directories)
         controller = self.controller
-        config = controller.config
-        broker = controller.broker
-        answer: asyncio.Future[tuple[bool, str]] = controller.loop.create_future()
-        parsed = parse_acceptor_uri(member.uri)
-        cluster = config.cluster_connection()
-        connection = AmqpConnection(
-            name=f"colocation:{config.name}:{member.name}",
-            uri=member.uri,
-            endpoints=(
-                Endpoint(
-                    host=parsed.host,
-                    port=parsed.port,
-                    params=parsed.params,
-                    scheme=parsed.scheme,
-                    path=parsed.path,
-                ),
-            ),
-            user=config.cluster_user,
-            password=config.cluster_password,
-            retry_interval=cluster.retry_interval if cluster is not None else 500,
+        timeout = max(1.0, min(5.0, interval / 1000))
+        answer, client = await ask_member(
+            controller.config,
+            controller.broker,
+            member,
+            f"colocation:{request.name}",
+            properties,
+            timeout,
+            on_lost=self._host_lost,
         )
-        client = OutboundConnection(
-            broker.server, connection, controller.loop, broker.turn, [_Ask(request, answer)]
-        )
-        client.start()
-        try:
-            return await asyncio.wait_for(answer, max(1.0, min(5.0, interval / 1000)))
-        except TimeoutError:
+        if answer is None:
             return None
-        finally:
+        accepted = answer.get(ACCEPTED) is True
+        if accepted and client is not None:
+            self._host = client
+            self._tick()
+        elif client is not None:
             with contextlib.suppress(Exception):
                 client.stop()
+        return accepted, str(answer.get(BACKUP if accepted else REASON) or "")
 
     def status(self) -> dict[str, object]:
         return {"backupHostedBy": self.hosted_by, "backupRequests": self.attempts}

@@ -227,6 +227,8 @@ class HaController:
         self.coordinator = self._new_coordinator()
         other = config.ha_partner()
         self.active_elsewhere = (other.host, other.port) if other is not None else None
+        if colocated is not None and self.role == HaRole.PRIMARY:
+            self.active_elsewhere = None  # its partners are other primaries: its backup's place is found
         self.passive: PassiveListener | None = None
         self._waiting_since = 0.0  # a primary: when it began to wait for its lock
         self._timer: asyncio.TimerHandle | None = None
@@ -283,6 +285,11 @@ class HaController:
         self.rejoin = "another server took over its node id while it was isolated"
         await self.stop()
         return False
+
+    def send_clients_to(self, where: tuple[str, int] | None) -> None:
+        self.active_elsewhere = where
+        if self.passive is not None:
+            self.passive.active = where
 
     async def force_failover(self) -> None:
         self.rejoin = "it failed over to its backup on request"

@@ -20,7 +20,7 @@ from collections.abc import Callable, Container
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from broker_core.config.model import AmqpConnection, Endpoint, HaRole
+from broker_core.config.model import AmqpConnection, Connector, Endpoint, HaRole
 from broker_core.config.uri import parse_acceptor_uri
 from broker_core.ha import activation
 from broker_core.ha.cluster_service import CLUSTER_ADDRESS, ClusterService
@@ -42,6 +42,7 @@ from broker_core.ha.states import Event, State
 from broker_core.journal.node_id import adopt_node_id, coordinated_node_id, load_or_create_node_id
 from connections.outbound import OutboundConnection
 
+from .colocation import locate_active
 from .ha_admin import clear_break_glass, node_id_of, read_break_glass
 from .ha_cluster import ClusterMembership
 from .ha_quorum import QuorumVoting
@@ -78,6 +79,9 @@ class Controller(Protocol):
     state: State
 
     async def on(self, event: Event) -> None: ...
+
+    def send_clients_to(self, where: tuple[str, int] | None) -> None:
+        """Where this server, while passive, sends its clients: the active server of its node id."""
 
 
 class ReplicationCoordinator:
@@ -151,6 +155,7 @@ class ReplicationCoordinator:
         self.poll_every = POLL
         self.watch_every = WATCH
         self.client: OutboundConnection | None = None
+        self._locating: asyncio.Task[None] | None = None  # a colocated primary asks where its backup is
         self.service: ReplicationService | None = None
         self.lost: str | None = None  # why the lock manager says our lock is gone
         self.primary_back = False  # an active backup: its primary replicates from it, synchronized
@@ -570,8 +575,9 @@ class ReplicationCoordinator:
 
     def _replicate(self) -> None:
         """Follow the partners (the active server): its stream into our replica. Each static connector of
-        the cluster connection in turn, every retry-replication-wait, until one streams to us."""
-        if self.client is not None:
+        the cluster connection in turn, every retry-replication-wait, until one streams to us. A colocated
+        primary follows its backup instead, wherever a member of its cluster says it is active."""
+        if self.client is not None or self._locating is not None:
             return
         config = self.controller.config
         partners = config.ha_partners()
@@ -579,14 +585,57 @@ class ReplicationCoordinator:
             log.error("AMQ222328: %s has no partner <connector> to replicate from", config.name)
             return
         if self.candidate != Candidate.BACKUP:  # a primary follows only an active server of its node id
-            self.replica.expected_node_id = load_or_create_node_id(Path(config.journal_directory))
+            node = self.replica.expected_node_id = load_or_create_node_id(Path(config.journal_directory))
+            if self.policy.colocated is not None:
+                self._locating = self.loop.create_task(self._locate_backup(node))
+                return
+        self._follow(partners)
+
+    async def _locate_backup(self, node: str) -> None:
+        """A colocated primary whose node id is active elsewhere: its backup, hosted by another primary
+        (at an offset port, or behind that one's HTTP upgrade endpoint), not at a static connector. The
+        members are asked where it is, every retry-replication-wait until one says; then it is followed."""
+        config, said = self.controller.config, False
+        while (found := await self._locate(node)) is None:
+            if not said:
+                said = True
+                log.warning(
+                    "AMQ951185: %s finds its node id %s active elsewhere, but no member of its cluster says "
+                    "it hosts that server; it asks them again every %d ms",
+                    config.name,
+                    node,
+                    self.policy.retry_replication_wait,
+                )
+            await asyncio.sleep(self.policy.retry_replication_wait / 1000)
+        self._locating = None
+        backup, host = found
+        log.info(
+            "AMQ951189: %s finds its node id active at %s (%s, hosted by %s): it replicates from it, and "
+            "fails back once synchronized",
+            config.name,
+            backup.uri,
+            backup.name.rsplit(":", 1)[-1],
+            host,
+        )
+        self.controller.send_clients_to((backup.host, backup.port))
+        self._follow((backup,))
+
+    async def _locate(self, node: str) -> tuple[Connector, str] | None:
+        try:
+            return await locate_active(self.controller.config, self.controller.broker, node)
+        except Exception:  # a member's answer we cannot use (a malformed connector, say): asked again
+            log.exception(
+                "AMQ951141: %s: unexpected error asking where its backup runs", self.controller.config.name
+            )
+            return None
+
+    def _follow(self, partners: tuple[Connector, ...]) -> None:
+        config = self.controller.config
         cluster = config.cluster_connection()
         connection = AmqpConnection(
             name=f"replication:{self.role}:{config.name}",
             uri=partners[0].uri,  # its parameters too: sslEnabled and the trust store make it TLS
-            endpoints=tuple(
-                Endpoint(host=p.host, port=p.port, params=parse_acceptor_uri(p.uri).params) for p in partners
-            ),
+            endpoints=tuple(_endpoint(p) for p in partners),
             user=config.cluster_user,
             password=config.cluster_password,
             retry_interval=self.policy.retry_replication_wait,
@@ -618,6 +667,9 @@ class ReplicationCoordinator:
             self._ticker = self.loop.call_later(TICK, self._tick)
 
     def _stop_replicating(self) -> None:
+        if self._locating is not None:
+            self._locating.cancel()
+            self._locating = None
         if self._ticker is not None:
             self._ticker.cancel()
             self._ticker = None
@@ -643,6 +695,13 @@ class ReplicationCoordinator:
             return await asyncio.wait_for(asyncio.shield(call), bound)
         except TimeoutError:
             raise LockManagerError(f"the lock manager has not answered {what} in {bound:g} s") from None
+
+
+def _endpoint(connector: Connector) -> Endpoint:
+    parsed = parse_acceptor_uri(connector.uri)  # ws:// too (a colocated backup behind an HTTP upgrade)
+    return Endpoint(
+        host=connector.host, port=connector.port, params=parsed.params, scheme=parsed.scheme, path=parsed.path
+    )
 
 
 def _retrieved(call: asyncio.Future[Any]) -> None:

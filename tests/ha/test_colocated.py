@@ -2,13 +2,17 @@
 host its backup (request-backup) and hosts the other's as colocated_backup_01 in its own process; a
 client on HTTP-upgrade connectors follows the killed node's primary to its backup on the surviving node
 (activemqServerName routing on the host's acceptor); a host with max-backups reached refuses, and the
-asking primary retries as configured, then gives up."""
+asking primary retries as configured, then gives up; a returning replicated primary finds its backup
+through its cluster and fails back; a primary whose backup's host dies requests a backup again."""
 
 from __future__ import annotations
 
 import socket
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,106 +24,13 @@ from proton.utils import LinkDetached
 from amqp_mirror.colocation import COLOCATION_ADDRESS
 from connections.cli import Management
 from connections.failover import FailoverConnection, ReceiveTimeout
-from tests.peers.ports import LOOPBACK, free_port, wait_until
+from tests.peers.ports import LOOPBACK, wait_until
 from tests.support.broker import BrokerProcess
 from tests.support.client import connect
-from tests.support.ha import CLUSTER, FAST, FILE_LOCKS, ORDERS, Producer, lock_manager
-from tests.support.ops import Metered, metrics_xml
-
-OFFSET = 100
-BACKUP = "colocated_backup_01"
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind((LOOPBACK, port))
-        except OSError:
-            return False
-    return True
-
-
-def offset_port() -> int:
-    """A free port whose colocated copy (port + OFFSET) is free too."""
-    while True:
-        port = free_port()
-        if port + OFFSET < 65536 and _free(port + OFFSET):
-            return port
-
-
-def node(
-    home: Path,
-    name: str,
-    port: int,
-    http: int,
-    others: list[int],
-    locks: Path,
-    *,
-    max_backups: int = 1,
-    retries: int = -1,
-    kind: str = "replication",
-    metrics: int | None = None,
-) -> BrokerProcess:
-    """A primary with `<colocated>` asking the servers at `others` (in turn) to host its backup, and
-    hosting up to `max_backups` of theirs; a plain acceptor (offset for its backups) and an HTTP upgrade
-    endpoint (its backups': the host hands them their connections)."""
-    # replication: a lock manager decides; shared store: the lock files in the primary's own journal
-    # directory, which its backup uses (and, stopped cleanly, it lets its backup take over)
-    if kind == "replication":
-        primary = backup = lock_manager(FILE_LOCKS, locks_folder=str(locks))
-    else:
-        primary, backup = "<failover-on-shutdown>true</failover-on-shutdown>", ""
-    connectors = "".join(
-        f'<connector name="other-{i}">tcp://{LOOPBACK}:{other}</connector>' for i, other in enumerate(others)
-    )
-    static = "".join(f"<connector-ref>other-{i}</connector-ref>" for i in range(len(others)))
-    extra = (metrics_xml(metrics) if metrics is not None else "") + (
-        f"""{CLUSTER}
-    <connectors><connector name="self">tcp://{LOOPBACK}:{port}</connector>{connectors}</connectors>
-    <cluster-connections><cluster-connection name="c">
-      <connector-ref>self</connector-ref><connection-ttl>5000</connection-ttl><retry-interval>200</retry-interval>
-      <static-connectors>{static}</static-connectors>
-    </cluster-connection></cluster-connections>
-    <ha-policy><{kind}><colocated>
-      <request-backup>true</request-backup><max-backups>{max_backups}</max-backups>
-      <backup-request-retries>{retries}</backup-request-retries>
-      <backup-request-retry-interval>300</backup-request-retry-interval>
-      <backup-port-offset>{OFFSET}</backup-port-offset>
-      <primary>{primary}</primary><backup>{backup}</backup>
-    </colocated></{kind}></ha-policy>"""
-    )
-    acceptor = f'\n      <acceptor name="http">tcp://{LOOPBACK}:{http}?httpUpgradeEnabled=true</acceptor>'
-    return BrokerProcess(
-        home,
-        name=name,
-        port=port,
-        xml_kwargs={"addresses": ORDERS, "extra": extra, "extra_acceptors": acceptor},
-        ready_text="AMQ221007",
-    )
-
-
-def nodes(
-    tmp_path: Path, asks: dict[str, list[str]], **options: Any
-) -> tuple[list[BrokerProcess], dict[str, int]]:
-    """The nodes named in `asks`, each asking the others it lists, metrics on; their ports by name."""
-    ports = {name: offset_port() for name in asks}
-    ports |= {f"{name}-{what}": free_port() for name in asks for what in ("http", "metrics")}
-    locks = tmp_path / "locks"
-    locks.mkdir()
-    made = [
-        node(
-            tmp_path / name,
-            f"node-{name}",
-            ports[name],
-            ports[f"{name}-http"],
-            [ports[other] for other in others],
-            locks,
-            metrics=ports[f"{name}-metrics"],
-            **options,
-        )
-        for name, others in asks.items()
-    ]
-    return made, ports
+from tests.support.colocated import BACKUP, OFFSET, nodes
+from tests.support.ha import FAST, Producer, still_serving
+from tests.support.history import Interval, intervals, log_events, overlaps
+from tests.support.ops import Metered
 
 
 class AttachProperties(LinkOption):
@@ -291,3 +202,120 @@ def test_a_returning_shared_store_primary_fails_back_and_is_backed_up_again(tmp_
         conn.sender("orders").send(Message(body="node-a's own", durable=True))
     a.stop()
     b.stop()
+
+
+def _paced(first: int, gate: threading.Event, done: threading.Event) -> Iterator[int]:
+    """Bodies 0..first-1 at once, then (once `gate` is set) one every 20 ms until `done`: traffic that
+    goes on through a failover and the failback after it."""
+    yield from range(first)
+    gate.wait(120)
+    body = first
+    while not done.is_set() and body < first + 3000:
+        yield body
+        body += 1
+        done.wait(0.02)  # a pace, not a synchronisation: the test waits on the brokers' lines
+
+
+def _actives(a: BrokerProcess, b: BrokerProcess) -> list[Interval]:
+    """When each server of node-b's node id was active, from the logs: node-b's two runs (the first one
+    killed) and node-a's lines of the backup it hosts for node-b."""
+    runs = sorted(b.home.glob("broker-*.log"))
+    events = [e for run in runs[:-1] for e in log_events("node-b", run.read_text(), ended=True)]
+    events += log_events("node-b", runs[-1].read_text(), ended=False)
+    hosted_lines = "\n".join(line for line in a.log().splitlines() if BACKUP in line)
+    events += log_events(BACKUP, hosted_lines, ended=False)
+    return intervals(events, {"node-b": "node-b", BACKUP: "node-b"}, time.time())
+
+
+def test_a_returning_replicated_primary_fails_back_from_its_colocated_backup(tmp_path: Path) -> None:
+    """node-b killed under traffic, its colocated backup on node-a active and taking the sends; node-b
+    restarted: it asks its cluster where its node id is active (its backup, on node-a's offset port, not
+    a static connector), replicates from it and fails back; the backup stops and node-a hosts node-b's
+    backup anew. Every confirmed message (duplicate ids on) received once, from node-b; never two
+    actives for node-b's node id; node-b still serves seconds later."""
+    (a, b), ports = nodes(tmp_path, {"a": ["b"], "b": ["a"]})
+    a.start()
+    b.start()
+    wait_until(lambda: ha_status(b)["synchronized"] is True, 30, "node-b's backup on node-a to synchronize")
+    to_b = f"ws://{LOOPBACK}:{ports['b-http']}"
+    to_backup = f"ws://{LOOPBACK}:{ports['a-http']}?activemqServerName={BACKUP}"
+    gate, done = threading.Event(), threading.Event()
+    with Producer() as producer:
+        producer.start(
+            f"failover:({to_b},{to_backup})?{FAST}&updateURIsSupported=false", _paced(100, gate, done)
+        )
+        wait_until(lambda: len(producer.confirmed) == 100, 30, "sends confirmed by node-b")
+        b.kill()
+        gate.set()
+        wait_until(lambda: "AMQ951184" in a.log(), 30, "node-b's backup on node-a to activate")
+        taken = len(producer.confirmed)
+        wait_until(lambda: len(producer.confirmed) >= taken + 50, 30, "the colocated backup to take sends")
+        b.start(timeout=60)  # ready once active again: after the failback
+        done.set()
+        producer.join(60)
+    log_b = b.log()
+    assert "AMQ951189" in log_b and f"127.0.0.1:{ports['a'] + OFFSET}" in log_b  # at its host's offset port
+    assert "AMQ222329" not in log_b  # it never replicated from node-a's own primary
+    assert "AMQ221002: backup colocated_backup_01 stepping down" in a.log()
+    wait_until(lambda: "AMQ951187" in a.log(), 30, "the colocated backup to stop")
+    # node-b, active again, asks for a backup anew; node-a hosts it, passive, and it synchronizes
+    wait_until(lambda: a.log().count("AMQ951183") == 2, 30, "node-a to host node-b's backup again")
+    wait_until(lambda: ha_status(b)["synchronized"] is True, 30, "node-b's new backup to synchronize")
+    [backup] = hosted(a)
+    assert (backup["backsUp"], backup["state"]) == ("node-b", "passive")
+    still_serving(b, 3, "node-b")
+    overlapping = overlaps(_actives(a, b))
+    assert not overlapping, overlapping  # never two actives for node-b's node id, over the whole run
+    assert len(_actives(a, b)) == 3  # node-b, its backup, node-b again
+
+    confirmed = producer.confirmed
+    assert len(set(confirmed)) == len(confirmed) > 150
+    got: list[int] = []
+    with FailoverConnection(f"failover:({to_b})?{FAST}") as conn:
+        receiver = conn.receiver("orders", credit=200)
+        while True:
+            try:
+                message = receiver.receive(timeout=3)
+            except ReceiveTimeout:
+                break
+            got.append(message.body)
+            receiver.accept()
+    assert sorted(got) == sorted(confirmed)  # each once: none lost, none stored twice
+    with FailoverConnection(f"failover:(ws://{LOOPBACK}:{ports['a-http']})?{FAST}") as conn:
+        conn.sender("orders").send(Message(body="node-a's own", durable=True))
+    b.stop()
+    a.stop()
+
+
+def test_a_primary_whose_backups_host_dies_requests_a_backup_again(tmp_path: Path) -> None:
+    """Three nodes, max-backups 2: node-a asks node-b, then node-c; node-b and node-c ask node-a. node-b
+    hosts node-a's backup; killed, it takes that backup with it: node-a says so and requests again, as
+    configured (node-b first, which does not answer, then node-c, which accepts); its new backup on
+    node-c synchronizes."""
+    (a, b, c), ports = nodes(tmp_path, {"a": ["b", "c"], "b": ["a"], "c": ["a"]}, max_backups=2)
+    b.start()
+    c.start()
+    a.start()
+    wait_until(lambda: "AMQ951186" in a.log(), 30, "node-a's backup to be hosted")
+    assert ha_status(a)["backupHostedBy"] == f"{LOOPBACK}:{ports['b']} as {BACKUP}"
+    wait_until(lambda: ha_status(a)["synchronized"] is True, 30, "node-a's backup on node-b to synchronize")
+    for host in (b, c):
+        wait_until(lambda h=host: "AMQ951186" in h.log(), 30, f"{host.name}'s backup to be hosted by node-a")
+    assert "AMQ951143" not in a.log()
+    b.kill()
+    wait_until(lambda: "AMQ951143" in a.log(), 30, "node-a to see its backup's host gone")
+    wait_until(lambda: a.log().count("AMQ951186") == 2, 30, "node-a to have its backup hosted again")
+    again = a.log().split("AMQ951143", 1)[1]
+    asked = [line.split(" requests a backup from ")[1] for line in again.splitlines() if "AMQ951180" in line]
+    assert asked[:2] == [
+        f"{LOOPBACK}:{ports['b']} (attempt 1 of unlimited)",
+        f"{LOOPBACK}:{ports['c']} (attempt 1 of unlimited)",
+    ]
+    assert ha_status(a)["backupHostedBy"] == f"{LOOPBACK}:{ports['c']} as {BACKUP}"
+    assert any(h["backsUp"] == "node-a" for h in hosted(c))
+    wait_until(
+        lambda: ha_status(a)["synchronized"] is True, 30, "node-a's new backup on node-c to synchronize"
+    )
+    assert "AMQ951143" not in c.log()  # node-c's backup is hosted by node-a, which lives
+    for n in (a, c):
+        n.stop()
