@@ -1,5 +1,5 @@
 """The replication coordinator: wires a lock manager and the replication stream's two ends
-(broker_core/ha/: lock_managers.py, replica.py, replication_source.py) to the decisions of
+(broker_core/ha/: lock_managers/, replica.py, replication_source.py) to the decisions of
 broker_core/ha/: the activation sequence's rules (activation.py), what a passive server does about its copy
 and the lock, and what an active server does about each replica (replication_states.py), and what a held
 lock goes through (lock_states.py). This module decides nothing: it observes, feeds the tables their

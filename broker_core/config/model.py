@@ -343,7 +343,7 @@ ZOOKEEPER_PROPERTIES = (
     "namespace",
 )
 FILE_PROPERTIES = ("locks-folder",)
-# ours, for sites that run PostgreSQL and no ZooKeeper: a lease row per node id (lock_managers.py)
+# ours, for sites that run PostgreSQL and no ZooKeeper: a lease row per node id (lock_managers/postgresql.py)
 POSTGRESQL_LOCK_MANAGER = "org.amqp_mirror.lockmanager.postgresql.PostgreSQLLockManager"
 POSTGRESQL_LOCK_MANAGERS = frozenset({POSTGRESQL_LOCK_MANAGER})
 POSTGRESQL_PROPERTIES = ("connect-string", "session-ms", "session-percent", "connection-ms", "namespace")
