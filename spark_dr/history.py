@@ -15,8 +15,7 @@ rows after the records (``HISTORY`` in the ``event`` column, the fact in ``meta_
   id the journal had heard of when the generation was written (the mirror's dedup marks then, and the
   highest local message id for its own messages); a deleted page file: the same when the page was
   removed, for the queues the page held;
-- ``queue|NAME``: a queue the journal holds any record of (created, and not deleted and compacted
-  away).
+- ``queue|NAME``: a queue the journal holds at its end (created, and not removed since).
 
 So "no record" is exact above those horizons (the recent past, where failover divergence lives): the
 side never had the reference. Below them, a missing record may be a settled one (``classify``).
@@ -36,6 +35,10 @@ HISTORY = "history"  # the event of a history row
 VERSION = "version"
 COMPACTED_FIRST, COMPACTED_LAST = "compacted_first", "compacted_last"
 LOST, QUEUE = "lost|", "queue|"
+# a side's statuses for a reference it does not hold where the mirror would not have brought it
+# (``unmirrored``), or held until its queue was removed (``removed``: a removal the mirror does not carry
+# with queue-removal="false"): beside the other side's live reference, no divergence (``not_mirrored``)
+UNHELD = ("unmirrored", "removed")
 EVERYTHING = (1 << 63) - 1  # a horizon above every id: everything settled may be gone (an export)
 
 
@@ -69,6 +72,7 @@ class Losses:
         self.top = -1
         self.lost: dict[tuple[str, str], int] = {}
         self.pages: dict[int, set[int]] = {}  # a deleted page -> the queue ids it held
+        self.removed: set[int] = set()  # the queue ids removed
 
     def meta(self, key: str, value: bytes) -> None:
         if key != ID_RESERVATION and not key.startswith((DEDUP_PREFIX, NEWEST_PREFIX)):
@@ -90,6 +94,9 @@ class Losses:
         for origin, mark in self._horizons().items():
             self._lose(origin, "", mark)
 
+    def queue_removed(self, queue_id: int) -> None:
+        self.removed.add(queue_id)
+
     def gone(self, record: Record) -> None:
         """A deleted page's record (``paging.replay``'s ``gone``)."""
         if isinstance(record, PageWritten):
@@ -109,7 +116,7 @@ class Losses:
             yield row(COMPACTED_LAST, self.compacted[1])
         for (origin, queue), mark in sorted(self.lost.items()):
             yield row(lost_key(origin, queue), mark)
-        for name in sorted({name for name, _ in self.queues.values()}):
+        for name in sorted({name for q, (name, _) in self.queues.items() if q not in self.removed}):
             yield row(QUEUE + name, 1)
 
     def _horizons(self) -> dict[str, int]:
@@ -164,7 +171,7 @@ class SideHistory:
         return False
 
     def never_had_queue(self, queue: str | None) -> bool:
-        """This side holds no record of that queue at all: it never had it (or deleted it long ago)."""
+        """This side does not hold that queue: it never had it, or removed it."""
         return self.known and queue is not None and queue not in self.queues
 
     def trimmed(self, segment: int | None) -> bool:
@@ -198,7 +205,8 @@ def missing_status(
 
     - the other side's own record the mirror never carried (an address the mirror filters out, an
       expiry copy: each side makes its own, a message from before the mirror, ...), or a queue this
-      side holds no record of at all (its creation was not mirrored; or deleted long ago): unmirrored,
+      side does not hold (its creation was not mirrored; or it removed it, which the mirror does not
+      carry with ``queue-removal="false"``): unmirrored,
       whatever the dedup mark says (ids of one origin rise with gaps: a mark past an id says nothing of
       that id);
     - above the side's horizons (``may_have_lost``): absent, exactly;

@@ -28,8 +28,9 @@ from typing import Any
 from broker_core.vocabulary import AckReason
 from mirror.wire import MIRROR_ADDRESS_PREFIX
 
-from .history import SideHistory, missing_status, never_carried
+from .history import UNHELD, SideHistory, missing_status, never_carried
 from .ranges import PASS2_COLUMNS, id_intervals
+from .rows import REMOVED_WITH_QUEUE
 
 # Of both sides' candidate row groups; past it, pass 2 runs on Spark. Read a few row groups at a time,
 # each batch cut and picked at once, the 10 M-per-side benchmark's 9.3 M candidate rows took 0.25 GB of
@@ -308,7 +309,7 @@ def side_state(refs: list[Row], copies: set[int] | frozenset[int] = frozenset())
     for ref, settled in full_outer(sends, acks, _key):
         reason = settled["ack_reason"] if settled else None
         via = settled["ack_via_mirror"] if settled else None
-        status = "orphan_ack" if ref is None else "live" if reason is None else "acked"
+        status = _status(ref is not None, reason)
         any_ = ref or settled
         assert any_ is not None
         out.append(
@@ -334,6 +335,14 @@ def side_state(refs: list[Row], copies: set[int] | frozenset[int] = frozenset())
             }
         )
     return out
+
+
+def _status(sent: bool, reason: int | None) -> str:
+    if not sent:
+        return "orphan_ack"
+    if reason is None:
+        return "live"
+    return "removed" if reason == REMOVED_WITH_QUEUE else "acked"
 
 
 def unmirrored(refs: list[Row]) -> dict[str, Any]:
@@ -437,7 +446,7 @@ def _class(a: Row | None, b: Row | None, s1: str, s2: str, names: tuple[str, str
         return "acked_one_side", names[1] if s1 == "live" else names[0]
     if (s1 == "live" and s2 == "absent") or (s2 == "live" and s1 == "absent"):
         return "one_side_only", names[0] if s1 == "live" else names[1]
-    if (s1 == "live" and s2 == "unmirrored") or (s2 == "live" and s1 == "unmirrored"):
+    if (s1 == "live" and s2 in UNHELD) or (s2 == "live" and s1 in UNHELD):
         return "not_mirrored", names[0] if s1 == "live" else names[1]
     return "in_sync", None
 

@@ -51,7 +51,7 @@ COLUMNS: list[tuple[str, str]] = [
     ("address", "string"),
     ("queue", "string"),  # acks and queue events
     ("queues", "array<string>"),  # sends: every queue the message was routed to
-    ("ack_reason", "int"),  # 0 normal, 1 killed, 2 expired, 3 replaced
+    ("ack_reason", "int"),  # 0 normal, 1 killed, 2 expired, 3 replaced; REMOVED_WITH_QUEUE
     ("via_mirror", "boolean"),  # the record came through the mirror, not from a local client
     ("timestamp_ms", "bigint"),
     ("expiry_ms", "bigint"),
@@ -65,6 +65,10 @@ COLUMNS: list[tuple[str, str]] = [
     ("digest64", "bigint"),
 ]
 COLUMN_NAMES = [name for name, _ in COLUMNS]
+# The ack_reason of a reference that died with its queue: no journal record of its own, the reader
+# writes an ack row for each reference the queue's removal took (a removal the mirror may not carry:
+# queue-removal="false"), so that the side reads as no longer holding it
+REMOVED_WITH_QUEUE = -1
 _META_KEY = COLUMN_NAMES.index("meta_key")
 SCHEMA_DDL = ", ".join(f"`{name}` {kind}" for name, kind in COLUMNS)
 
@@ -141,7 +145,13 @@ def _rows(directory: Path, live: LiveMessages | None) -> Iterator[Row]:
         elif isinstance(rec, QueueRemoved):
             name, address = queues.get(rec.queue_id, (f"#{rec.queue_id}", None))
             row[3], row[9], row[10] = "queue_delete", address, name
-            live.queue_removed(rec.queue_id)
+            losses.queue_removed(rec.queue_id)
+            yield tuple(row)
+            for mid, broker, ident in live.queue_removed(rec.queue_id):
+                ack = list(row)
+                ack[3], ack[4], ack[7], ack[8], ack[12] = "ack", mid, broker, ident, REMOVED_WITH_QUEUE
+                yield tuple(ack)
+            continue
         elif isinstance(rec, AddressAdded):
             row[3], row[9] = "address_create", rec.name
         elif isinstance(rec, AddressRemoved):
@@ -221,16 +231,20 @@ class LiveMessages:
                 del self.entries[message_id]
         return entry[0], entry[1]
 
-    def queue_removed(self, queue_id: int) -> None:
+    def queue_removed(self, queue_id: int) -> list[tuple[int, Any, Any]]:
+        """The references the queue still held, (local id, identity broker, identity id): they die."""
         if not self.refs.pop(queue_id, 0):
-            return
+            return []
+        died = []
         for mid, entry in list(self.entries.items()):
             if queue_id in entry[2:]:
+                died.append((mid, entry[0], entry[1]))
                 rest = tuple(q for q in entry[2:] if q != queue_id)
                 if rest:
                     self.entries[mid] = (entry[0], entry[1], *rest)
                 else:
                     del self.entries[mid]
+        return died
 
     def _unref(self, queue_ids: tuple[int, ...]) -> None:
         for q in queue_ids:

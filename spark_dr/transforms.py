@@ -12,17 +12,19 @@ Status of a reference on one side (the last three when the side has no record of
   gone        no record, but the side had it and may have dropped the record (compaction drops settled
               messages, a consumed page is deleted): it produced the message, or its mirror dedup mark
               for the origin covers the id. "Gone" means "settled, then dropped";
+  removed     the side held it until its queue was removed (a removal the mirror does not carry with
+              ``queue-removal="false"``): read as ``unmirrored``;
   unmirrored  no record, and the mirror would never have brought it: the other side's record is one the
-              mirror never carried (a filtered address, an expiry copy, ...), or this side never had the
-              queue;
+              mirror never carried (a filtered address, an expiry copy, ...), or this side does not
+              hold the queue (never had it, or removed it);
   absent      no record and no evidence the side ever received it.
 
 Classes (first match wins): orphan_ack; payload_differs (both hold it, digests differ); consumed_both
 (acked by local clients on both sides: delivered twice); acked_one_side (live on one side, acked or
 gone on the other); one_side_only (live on one side, absent on the other); not_mirrored (live on one
-side, unmirrored on the other: outside what the mirror carries, not a divergence); in_sync (everything
-else: live on both with equal digests, settled on both with at most one consumption, or settled on one
-side and never received by the other).
+side, unmirrored or removed on the other: outside what the mirror carries, not a divergence);
+in_sync (everything else: live on both with equal digests, settled on both with at most one
+consumption, or settled on one side and never received by the other).
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ from pyspark.sql import functions as F
 from broker_core.vocabulary import AckReason
 from mirror.wire import MIRROR_ADDRESS_PREFIX
 
-from .history import SideHistory
+from .history import UNHELD, SideHistory
+from .rows import REMOVED_WITH_QUEUE
 
 Pick = Callable[[DataFrame], DataFrame]
 
@@ -148,7 +151,13 @@ def side_state(records: DataFrame, pick: Pick | None = None) -> DataFrame:
     refs = refs.join(snf_copies(records), "message_id", "left")
     joined = refs.join(acks, KEY, "full_outer")
     has_add = F.col("sent").isNotNull()
-    status = F.when(~has_add, "orphan_ack").when(F.col("ack_reason").isNull(), "live").otherwise("acked")
+    reason = F.col("ack_reason")
+    status = (
+        F.when(~has_add, "orphan_ack")
+        .when(reason.isNull(), "live")
+        .when(reason == REMOVED_WITH_QUEUE, "removed")
+        .otherwise("acked")
+    )
     consumed = (F.col("ack_reason") == AckReason.NORMAL) & ~F.coalesce(F.col("ack_via_mirror"), F.lit(False))
     return joined.select(
         *KEY,
@@ -270,9 +279,7 @@ def classify(
         .when((s1 == "acked") & (s2 == "acked") & F.col("a_consumed") & F.col("b_consumed"), "consumed_both")
         .when(((s1 == "live") & settled2) | ((s2 == "live") & settled1), "acked_one_side")
         .when(((s1 == "live") & (s2 == "absent")) | ((s2 == "live") & (s1 == "absent")), "one_side_only")
-        .when(
-            ((s1 == "live") & (s2 == "unmirrored")) | ((s2 == "live") & (s1 == "unmirrored")), "not_mirrored"
-        )
+        .when(((s1 == "live") & s2.isin(*UNHELD)) | ((s2 == "live") & s1.isin(*UNHELD)), "not_mirrored")
         .otherwise("in_sync")
     )
     side = (

@@ -72,7 +72,9 @@ class SharedStore:
         mtime = self.server_lock.mtime_ns()
         if mtime is None:
             return f"{self.server_lock.path} is gone"
-        if self._mtime is not None and mtime > self._mtime and self.server_lock.read_state() == ACTIVE:
+        # any change, not only a later time: the fence is stamped by the taker's clock (or the file
+        # server's), which may be behind the one that stamped our own last write
+        if self._mtime is not None and mtime != self._mtime and self.server_lock.read_state() == ACTIVE:
             return f"{self.server_lock.path} was touched by another server taking over (fenced)"
         return None
 

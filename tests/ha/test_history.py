@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from tests.support.history import ClientRecord, Event, Receipt, check, intervals, log_events
+import pytest
+
+from tests.support.history import ClientRecord, Event, Interval, Receipt, check, intervals, log_events
 
 NODES = {"p1": "node1", "b1": "node1", "p2": "node2"}
 
@@ -62,7 +64,8 @@ def test_two_actives_for_one_node_id_overlap() -> None:
     verdict = check(ClientRecord(), active)
     assert [(a.server, b.server, round(s)) for a, b, s in verdict.overlaps] == [("p1", "b1", 5)]
     assert any("two actives for node node1" in p for p in verdict.problems())
-    assert check(ClientRecord(), active, tolerance=6).overlaps == []
+    # a tolerance is for a server woken up beside the other, not for this
+    assert len(check(ClientRecord(), active, tolerance=6).overlaps) == 1
 
 
 def test_a_dead_or_paused_server_is_not_active_and_other_nodes_do_not_count() -> None:
@@ -80,3 +83,74 @@ def test_a_dead_or_paused_server_is_not_active_and_other_nodes_do_not_count() ->
     active = intervals(events, NODES, now=at("10:01:00"))
     found = check(ClientRecord(), active).overlaps
     assert [(a.server, b.server, round(s)) for a, b, s in found] == [("p1", "b1", 2)]
+
+
+DAY = 86400
+
+
+def dated(*lines: tuple[str, str]) -> str:
+    """Log lines stamped with a date and time each ("2026-01-02 10:00:12", or with milliseconds)."""
+    return (
+        "\n".join(f"{at if ',' in at else at + ',000'} INFO    broker.ha: {text}" for at, text in lines)
+        + "\n"
+    )
+
+
+def test_a_jumped_clock_s_log_lines_are_read_at_their_true_time() -> None:
+    """p1's wall clock ran a day ahead from 10:00:10 to 10:00:15, then two days behind: its lock lost at
+    10:00:12 is stamped the next day, its restart at 10:00:40 two days before. Read at their true times,
+    p1 stopped before b1 activated at 10:00:14 and started again after b1 was killed (10:00:30): no
+    overlap. Read as stamped, p1 would seem active until the next day, beside b1."""
+    p1 = dated(
+        ("2026-01-01 10:00:00", "AMQ221007: primary p1 is now active"),
+        ("2026-01-02 10:00:12", "AMQ222325: p1 lost its lock"),
+        ("2025-12-30 10:00:40", "AMQ221007: primary p1 is now active"),
+    )
+    b1 = dated(("2026-01-01 10:00:14", "AMQ221010: backup b1 is now active"), ("2026-01-01 10:00:30", "..."))
+    span = (at("09:59:00"), at("10:01:00"))
+    events = log_events("p1", p1, ended=False, offsets=[0, DAY, 0, -2 * DAY], span=span)
+    events += log_events("b1", b1, ended=True)
+    assert [round(e.at - at("10:00:00")) for e in events if e.server == "p1"] == [0, 12, 40]
+    active = intervals(events, NODES, now=at("10:01:00"))
+    assert check(ClientRecord(), active).overlaps == []
+    as_stamped = intervals(
+        log_events("p1", p1, ended=False) + log_events("b1", b1, True), NODES, at("10:01:00")
+    )
+    assert len(check(ClientRecord(), as_stamped).overlaps) == 1  # what reading the stamps as they are gives
+
+
+def test_a_log_line_that_fits_two_offsets_is_an_error_not_a_guess() -> None:
+    """Offsets closer together than the span the log was written in leave a line's true time in doubt:
+    the checker says so rather than pick one."""
+    text = dated(("2026-01-01 10:00:30", "AMQ221007: primary p1 is now active"))
+    with pytest.raises(ValueError, match="fits 2 of the clock's offsets"):
+        log_events("p1", text, ended=False, offsets=[0, 20], span=(at("10:00:00"), at("10:01:00")))
+
+
+def test_only_a_server_woken_beside_the_active_one_is_tolerated_and_only_briefly() -> None:
+    """p1 active, paused at 10:00:05; b1 active from 10:00:08; p1 resumed at 10:00:10 stops (its first
+    lock check) at 10:00:10.004: 4 ms of a woken server beside b1, within a tolerance of 0.25 s. Woken
+    at 10:00:20 and stopping at 10:00:21, it served beside b1 for a second: two actives. And an overlap
+    of 0.1 s between two servers neither of which was woken (b1 activating while p1, never paused, still
+    serves) is two actives whatever the tolerance."""
+    b1 = log_events("b1", log(("10:00:08", "AMQ221010: backup b1 is now active")), ended=False)
+
+    def active(stops: str, resumed: str | None) -> list[Interval]:
+        p1 = dated(
+            ("2026-01-01 10:00:00", "AMQ221007: p1 is now active"), (stops, "AMQ222325: p1 lost its lock")
+        )
+        events = log_events("p1", p1, ended=False) + b1
+        if resumed is not None:
+            events += [Event(at("10:00:05"), "p1", "paused"), Event(at(resumed), "p1", "resumed")]
+        return intervals(events, NODES, now=at("10:00:40"))
+
+    brief = active("2026-01-01 10:00:10,004", resumed="10:00:10")
+    assert [i.woken for i in brief if i.server == "p1"] == [False, True]
+    assert check(ClientRecord(), brief, tolerance=0.25).overlaps == []
+    assert len(check(ClientRecord(), brief).overlaps) == 1  # without the tolerance: 4 ms
+
+    found = check(ClientRecord(), active("2026-01-01 10:00:21", resumed="10:00:20"), tolerance=0.25).overlaps
+    assert [(a.server, b.server, round(s)) for a, b, s in found] == [("b1", "p1", 1)]
+
+    found = check(ClientRecord(), active("2026-01-01 10:00:08,100", resumed=None), tolerance=0.25).overlaps
+    assert [(a.server, b.server, round(s, 1)) for a, b, s in found] == [("p1", "b1", 0.1)]

@@ -20,15 +20,19 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from proton import ConnectionException, Message
 
 from amqp_mirror.ha import MONITOR
 from broker_core.data_lock import OFD_FLOCK
 from connections.cli import Management
 from connections.failover import FailoverConnection, InDoubtError
+from tests.conftest import require
 from tests.peers.ports import wait_until
+from tests.support import faketime
 from tests.support.broker import BrokerProcess
 from tests.support.client import receive, send
+from tests.support.faketime import WallClock
 from tests.support.ha import FAST, InDoubtSend, Producer, failover_uri, shared_pair, stays, traffic_through
 
 
@@ -232,14 +236,24 @@ def waiting_to_write(path: Path) -> bool:
     return any("->" in line and "WRITE" in line and f":{inode} " in line for line in locks)
 
 
-def test_a_backup_taking_over_fences_a_primary_whose_lock_was_lost(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backup_clock", [0, -86400], ids=["same clock", "backup a day behind"])
+def test_a_backup_taking_over_fences_a_primary_whose_lock_was_lost(tmp_path: Path, backup_clock: int) -> None:
     """The primary's lock is lost while it is paused (SIGSTOP), as on a shared file system whose lock
     lease ran out; here its lock file is replaced, so the backup's lock on the new one is granted. The
     backup fences the old primary as it takes the lock (`server.lock`'s mtime moves): the old primary,
     once it runs again, stops serving by itself, while the backup is held back from so much as writing
     that it is active (the test holds a read lock on `server.lock`). Then the backup serves, with what the
-    primary had, and still serves seconds later: never two active servers."""
+    primary had, and still serves seconds later: never two active servers.
+
+    With the backup's wall clock a day behind the primary's (libfaketime), its fence stamps `server.lock`
+    a day before the primary's own last write, as a file system that takes a file's times from the
+    client's clock would: the mtime moved, though back, and the primary is fenced all the same."""
     primary, backup = shared_pair(tmp_path)
+    if backup_clock:
+        require("libfaketime", *faketime.availability())
+        clock = WallClock(tmp_path / "backup.faketime")
+        clock.set(backup_clock)
+        backup.env.update(clock.environment())
     primary.start()
     backup.start()
     assert send(primary.url, "orders", ["before"]) == 1

@@ -27,7 +27,7 @@ from spark_dr.plan import build_plan
 from spark_dr.pushgateway import exposition, write_and_push
 from spark_dr.report import console_summary, repair_command
 from spark_dr.report_html import html_report, plot_figure
-from spark_dr.rows import COLUMN_NAMES, LiveMessages, journal_rows
+from spark_dr.rows import COLUMN_NAMES, REMOVED_WITH_QUEUE, LiveMessages, journal_rows
 
 
 def encoded(body: str, origin: str | None = None) -> bytes:
@@ -97,8 +97,11 @@ def test_acks_carry_the_identity_of_the_live_message_they_settle(tmp_path: Path)
         ("orders", 2, "peer", 9, False),
         ("orders", 3, "peer", 40, False),
         ("orders", 77, None, None, False),
+        ("tmp", 4, node, 4, None),  # the reader's row: it died with its queue
         ("tmp", 4, None, None, False),
     ]
+    (removed,) = [r for r in rows if r["event"] == "ack" and r["ack_reason"] == REMOVED_WITH_QUEUE]
+    assert removed["message_id"] == 4
     counts = [
         (r["message_id"], r["identity_broker"], r["identity_id"])
         for r in rows

@@ -20,7 +20,10 @@ what the survivor must hold once repaired, queue by queue, and the test drains e
    Reconciled again: in sync.
 
 And a broker that served alone, then gained a mirror that carries neither acknowledgements nor queue
-creations: what the mirror never carried is not mirrored, whatever the other side's dedup mark says.
+creations: what the mirror never carried is not mirrored, whatever the other side's dedup mark says,
+and a repair after a cut and a SIGKILL leaves the survivor's queues exact. And a dual mirror that does
+not carry queue removals: the queue one side removed and the other kept reads as not mirrored, and a
+repair touches neither it nor what the failed side removed with a queue.
 """
 
 from __future__ import annotations
@@ -322,7 +325,10 @@ def test_a_mirror_added_later_with_acks_and_queue_creation_not_mirrored(
     origin rise across everything it did): not mirrored, not settled on DC2. A consumption on DC1 stays
     there (its ack is not mirrored): settled on DC1 only, the message still live on DC2. DC2's mirror
     target holds the messages for the queue it does not have, then puts them on its dead-letter address
-    (``mirrorHoldTimeout``): there they are DC2's only."""
+    (``mirrorHoldTimeout``): there they are DC2's only. Then the mirror is cut, DC1 takes a message on
+    each queue and consumes one, and is killed: the repair re-sends DC1's one live mirrored message,
+    moves the two DC1 consumed to DC2's dead-letter queue, re-sends nothing the mirror never carried,
+    and DC2's every queue then holds exactly that."""
     need_spark()
     p1, p2 = free_port(), free_port()
     held = {"addresses": ADDRESSES, "acceptor_params": "mirrorHoldTimeout=1000"}
@@ -361,6 +367,110 @@ def test_a_mirror_added_later_with_acks_and_queue_creation_not_mirrored(
             "resend"
         ]
         assert consumed not in early
+
+        # the cut, DC1 alone a while, then killed
+        request(dc1.url, "stopBrokerConnection", ["DC2"])
+        resent = t.send(dc1, "DC1", "orders", 1, "after")
+        t.send(dc1, "DC1", "auto", 1, "after")
+        (consumed_alone,) = take(dc1, "orders", 1)
+        dc1.kill()
+        code, result = reconcile(tmp_path, dc1, dc2, "killed", spark)
+        assert code == 3, counts(result)
+        plan_file = tmp_path / "report-killed" / "repair-plan.json"
+        plan = json.loads(plan_file.read_text())
+        assert [e["queue"] for e in plan["resend"]] == ["orders"]
+        assert sorted(e["queue"] for e in plan["not_mirrored"]) == ["auto"] * 3 + ["short"] * 3
+        done = repair(plan_file, dc2, capsys)
+        assert (done["resend"], done["remove"], done["problems"]) == (1, 2, 0), done
+        wait_until(lambda: depth(dc2, "DLA") == len(auto) + 2, 10, "the removals")
+        # DC2 keeps what it held but what DC1 consumed (kept on its dead-letter address), gains DC1's
+        # live mirrored messages, and none of those the mirror never carried
+        want = {q: Counter[int]() for q in ADDRESS_OF}
+        want["orders"].update(tag for tag, (address, _, _) in t.sent.items() if address == "orders")
+        want["orders"] -= Counter([consumed, consumed_alone])
+        want["DLA"].update([*auto, consumed, consumed_alone])
+        assert resent[0] in want["orders"] and consumed_alone not in resent
+        assert {q: drain(dc2, q) for q in ADDRESS_OF} == {q: +want[q] for q in ADDRESS_OF}
     finally:
         dc1.kill()
         dc2.stop()
+
+
+def test_a_queue_removal_not_mirrored_reconciles_and_repairs_exactly(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A dual mirror with ``queue-removal="false"``: DC1 removes the subscription queue ``news.us``,
+    which DC2 keeps, with what it holds, and goes on filling from both sides' sends to ``news``. A
+    healthy pair reconciles to what is true: what DC2's ``news.us`` holds is DC2's only and not
+    mirrored (DC1 has no such queue), one consumed there after the removal is settled on both (DC1
+    removed it, DC2 consumed it), nothing diverged. Then the cut; DC1 takes new messages, consumes one,
+    and removes the queue ``short`` with two messages it had sent there since the cut; DC1 is killed.
+    The repair re-sends DC1's live messages, moves the one DC1 consumed to DC2's dead-letter queue,
+    touches neither queue DC1 removed (DC2 keeps both, as the mirror does), and re-sends nothing DC1
+    removed with its queue: DC2's every queue then holds exactly that."""
+    need_spark()
+    p1, p2 = free_port(), free_port()
+    dc1 = BrokerProcess(tmp_path / "dc1", name="dc1", port=p1, xml_kwargs=removal_kept("DC2", p2))
+    dc2 = BrokerProcess(tmp_path / "dc2", name="dc2", port=p2, xml_kwargs=removal_kept("DC1", p1))
+    dc1.start()
+    dc2.start()
+    try:
+        wait_until(
+            lambda: "AMQ111003" in dc1.log() and "AMQ111003" in dc2.log(), 20, "both mirrors to connect"
+        )
+        t = Truth()
+        want: dict[str, Counter[int]] = {q: Counter() for q in ADDRESS_OF}  # DC2's queues once repaired
+        orders = t.send(dc1, "DC1", "orders", 3, "before")
+        news = t.send(dc1, "DC1", "news", 4, "before")
+        (short,) = t.send(dc1, "DC1", "short", 1, "before")
+        wait_until(lambda: drained(dc1, dc2) and same(dc1, dc2), 20, "mirrored")
+        assert take(dc2, "news.us", 1) == news[:1]  # consumed on both (its ack mirrored)
+        wait_until(lambda: drained(dc2) and depth(dc1, "news.us") == 3, 20, "the ack to cross")
+        request(dc1.url, "destroyQueue", ["news.us"])
+        wait_until(lambda: depth(dc1, "news.us") == -1, 10, "DC1 to remove news.us")
+        assert take(dc2, "news.us", 1) == news[1:2]  # DC1 no longer has it: settled on both
+        later = t.send(dc1, "DC1", "news", 2, "before") + t.send(dc2, "DC2", "news", 2, "before")
+        wait_until(lambda: drained(dc1, dc2) and depth(dc2, "news.us") == 2 + 4, 20, "the news to cross")
+        assert depth(dc1, "news.us") == -1 and depth(dc1, "news.eu") == depth(dc2, "news.eu") == 8
+
+        code, healthy = reconcile(tmp_path, dc1, dc2, "healthy", spark)
+        c = counts(healthy)
+        assert code == 0 and healthy["survivor_in_sync"], c
+        assert c == {("in_sync", None): 3 + 8 + 1 + 2, ("not_mirrored", "DC2"): 2 + 4}, c
+        (kept_there,) = [r for r in healthy["by_address"] if r["class"] == "not_mirrored"]
+        assert kept_there["address"] == "news"
+
+        request(dc1.url, "stopBrokerConnection", ["DC2"])
+        request(dc2.url, "stopBrokerConnection", ["DC1"])
+        resent = t.send(dc1, "DC1", "orders", 2, "after") + t.send(dc1, "DC1", "news", 1, "after")
+        (consumed,) = take(dc1, "orders", 1)  # the oldest: DC2 still holds it
+        removed = t.send(dc1, "DC1", "short", 2, "after")
+        request(dc1.url, "destroyQueue", ["short"])  # with DC1's copy of the one from before
+        assert take(dc2, "news.us", 1) == news[2:3]
+        wait_until(lambda: depth(dc1, "short") == -1, 10, "DC1 to remove short")
+        dc1.kill()
+
+        want["orders"].update([*orders[1:], *resent[:2]])
+        want["DLA"][consumed] += 1
+        want["news.eu"].update([*news, *later, resent[2]])
+        want["news.us"].update([news[3], *later])  # DC2's own, none of DC1's removed or re-sent
+        want["short"][short] += 1  # DC1's removal is not mirrored; what DC1 removed with it is not re-sent
+        assert consumed == orders[0] and not set(removed) & set(want["short"])
+
+        code, result = reconcile(tmp_path, dc1, dc2, "first", spark)
+        assert code == 3, counts(result)
+        plan_file = tmp_path / "report-first" / "repair-plan.json"
+        plan = json.loads(plan_file.read_text())
+        assert sorted(e["queue"] for e in plan["resend"]) == ["news.eu", "orders", "orders"]
+        assert [(e["queue"], e["how"]) for e in plan["remove"]] == [("orders", "consumed")]
+        done = repair(plan_file, dc2, capsys)
+        assert (done["resend"], done["remove"], done["problems"]) == (3, 1, 0), done
+        wait_until(lambda: depth(dc2, "DLA") == 1, 10, "the removal")
+        assert {q: drain(dc2, q) for q in ADDRESS_OF} == {q: +want[q] for q in ADDRESS_OF}
+    finally:
+        dc1.kill()
+        dc2.stop()
+
+
+def removal_kept(peer: str, port: int) -> dict[str, str]:
+    return {"addresses": ADDRESSES, "extra": mirror_xml(peer, port, 'queue-removal="false"')}

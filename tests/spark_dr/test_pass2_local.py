@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from spark_dr.rows import COLUMN_NAMES
+from spark_dr.rows import COLUMN_NAMES, REMOVED_WITH_QUEUE
 from tests.spark_dr.test_dr_transforms import N1, N2, SNF, ack, frame, rec, send
 
 if importlib.util.find_spec("xxhash") is None:
@@ -207,7 +207,8 @@ def expiry_copy(node: str, mid: int, of: tuple[str, int]) -> tuple[Any, ...]:
 def carried_pair() -> tuple[list[Any], list[Any]]:
     """Both sides with history: DC1's own message on a filtered address (no store-and-forward queue),
     expiry copies on both sides or one, a message whose store-and-forward reference was paged on its
-    own, a compacted (trimmed) record, a subscription DC2 never had, and DC2's dedup mark past them all."""
+    own, a compacted (trimmed) record, a subscription DC2 never had, references that died with a queue
+    DC2 removed (one of DC1's, one of its own), and DC2's dedup mark past them all."""
     from spark_dr.history import COMPACTED_FIRST, COMPACTED_LAST, QUEUE, lost_key
 
     dc1 = [
@@ -221,15 +222,24 @@ def carried_pair() -> tuple[list[Any], list[Any]]:
         expiry_copy(N1, 6, (N1, 41)),  # both expired 41: a copy on each side
         send(N1, 7, queues=["news.x", SNF]),  # a subscription whose creation was never mirrored
         send(N1, 8, queues=["q", SNF]),  # mirrored, then consumed on DC2, whose pages were deleted
+        send(N1, 9, queue="gone", queues=["gone", SNF]),  # mirrored, then removed with DC2's queue
+        send(N1, 10, queue="gone", queues=["gone", SNF]),  # a removal both sides made (then the queue again)
+        ack(N1, 10, "gone", REMOVED_WITH_QUEUE),
     ]  # fmt: skip
     mid = COLUMN_NAMES.index("message_id")
     dc1 = [at_segment(r, 1 if r[mid] == 4 else 2) for r in dc1]
-    queues = ("q", "local", "Expired", "news.x")
+    queues = ("q", "local", "Expired", "news.x", "gone")
     dc1 += history(N1, {COMPACTED_FIRST: 1, COMPACTED_LAST: 1, **{QUEUE + q: 1 for q in queues}})
     dc2 = [
         expiry_copy(N2, 30, (N1, 41)),
         expiry_copy(N2, 31, (N2, 90)),  # DC2's own expiry copy, never on DC1
         send(N2, 32, queues=["q", SNF]),  # DC2's own, pending for the mirror
+        send(N2, 33, queue="gone", origin=(N1, 9)),
+        ack(N2, 33, "gone", REMOVED_WITH_QUEUE),  # not mirrored
+        send(N2, 34, queues=["q", SNF]),
+        ack(N2, 34, "q", REMOVED_WITH_QUEUE),  # q removed, then made again
+        send(N2, 35, queue="gone", origin=(N1, 10)),
+        ack(N2, 35, "gone", REMOVED_WITH_QUEUE),
         rec(N2, "meta", meta_key=f"mirror.dedup.{N1}", meta_value="100"),
     ]
     dc2 += history(N2, {lost_key(N1, ""): 5, lost_key(N1, "q"): 8, **{QUEUE + q: 1 for q in queues[:3]}})
@@ -252,8 +262,9 @@ def test_what_the_mirror_never_carried_is_not_read_as_received(spark: Any, tmp_p
         (N1, 7, "news.x"): ("not_mirrored", "DC1", "live", "unmirrored"),  # DC2 never had the queue
         (N1, 8, "q"): ("acked_one_side", "DC2", "live", "gone"),  # below the deleted page's horizon
         (N2, 32, "q"): ("one_side_only", "DC2", "absent", "live"),  # DC1 lost nothing of DC2's
+        (N1, 9, "gone"): ("not_mirrored", "DC1", "live", "removed"),  # a removal the mirror did not carry
     }
-    assert local["counts"]["in_sync"] == 1  # 41's two copies
+    assert local["counts"]["in_sync"] == 3  # 41's two copies; 34 and 10, which neither side holds
     assert local["survivor_in_sync"]  # for DC2: what the mirror does not carry is no divergence
 
 

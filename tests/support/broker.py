@@ -128,9 +128,10 @@ class BrokerProcess:
         self.starts += 1
         self.log_path = self.home / f"broker-{self.starts}.log"
         log = open(self.log_path, "wb")  # noqa: SIM115 - the child owns it
-        env = dict(
-            os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), **self.env
-        )
+        env = {**os.environ, **self.env}
+        # this worktree's code, after what `env` puts first (a sitecustomize, say)
+        paths = (self.env.get("PYTHONPATH", ""), str(REPO), os.environ.get("PYTHONPATH", ""))
+        env["PYTHONPATH"] = os.pathsep.join(path for path in paths if path)
         self.proc = subprocess.Popen(
             [*self.prefix, sys.executable, "-m", "amqp_mirror", "run", "--config", str(self.config_path)],
             stdout=log,

@@ -9,13 +9,15 @@ and what the brokers logged, nothing run.
   stopped serving (`INACTIVE_IDS`, or the last line of a log whose process is gone: killed, halted); a
   paused process (SIGSTOP, the soak's own record) serves nothing until it resumes. Two servers of one node
   id whose active intervals overlap are two actives: a split brain.
+- **Clock jumps.** A server whose wall clock the soak jumped stamps its log lines with the clock it had:
+  each line is read at its true time, given the offsets the clock had (the soak's record).
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -39,7 +41,8 @@ _STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
 class Event:
     at: float  # seconds since the epoch
     server: str
-    kind: str  # "active", "inactive", "paused", "resumed"
+    kind: str  # "active", "inactive", "paused", "resumed", "clock" (its wall clock set `offset` off)
+    offset: int = 0
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,7 @@ class Interval:
     server: str
     start: float
     end: float
+    woken: bool = False  # it began when the server resumed (SIGCONT), active in its own view
 
 
 @dataclass(frozen=True)
@@ -107,15 +111,34 @@ def _t(at: float) -> str:
     return datetime.fromtimestamp(at).strftime("%H:%M:%S.%f")[:-3]
 
 
-def log_events(server: str, text: str, ended: bool) -> list[Event]:
+def true_time(stamp: float, offsets: Collection[int], span: tuple[float, float] | None) -> float:
+    """When a line stamped `stamp` was written, by a clock that was at times each of `offsets` seconds
+    off: the one reading that falls within `span` (since the server was first started, until now). The
+    soak's offsets are whole days apart, more than any run lasts: never two readings fit."""
+    if span is None:
+        return stamp
+    fits = {stamp - offset for offset in set(offsets) | {0} if span[0] <= stamp - offset <= span[1]}
+    if len(fits) != 1:
+        raise ValueError(f"a log line stamped {_t(stamp)} fits {len(fits)} of the clock's offsets {offsets}")
+    return fits.pop()
+
+
+def log_events(
+    server: str,
+    text: str,
+    ended: bool,
+    offsets: Collection[int] = (),
+    span: tuple[float, float] | None = None,
+) -> list[Event]:
     """The activity a broker log reports; `ended`: its process is gone, so it serves nothing after its
-    last line."""
+    last line. A clock that was jumped: `offsets` it had, the `span` its log was written in (true time)."""
     events, last = [], None
     for line in text.splitlines():
         stamp = _STAMP.match(line)
         if stamp is None:
             continue
-        at = datetime.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        written = datetime.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        at = true_time(written, offsets, span)
         last = at
         if any(code in line for code in ACTIVE_IDS):
             events.append(Event(at, server, "active"))
@@ -135,32 +158,35 @@ def intervals(events: Iterable[Event], node_of: Mapping[str, str], now: float) -
         by_server.setdefault(event.server, []).append(event)
     for server, own in by_server.items():
         since: float | None = None
-        paused_while_active = False
+        paused_while_active = woken = False
         for event in sorted(own, key=lambda e: e.at):
             if event.kind == "active" and since is None and not paused_while_active:
-                since = event.at
+                since, woken = event.at, False
             elif event.kind == "inactive":
                 if since is not None:
-                    out.append(Interval(node_of[server], server, since, event.at))
+                    out.append(Interval(node_of[server], server, since, event.at, woken))
                 since, paused_while_active = None, False
             elif event.kind == "paused" and since is not None:
-                out.append(Interval(node_of[server], server, since, event.at))
+                out.append(Interval(node_of[server], server, since, event.at, woken))
                 since, paused_while_active = None, True
             elif event.kind == "resumed" and paused_while_active:
-                since, paused_while_active = event.at, False
+                since, paused_while_active, woken = event.at, False, True
         if since is not None:
-            out.append(Interval(node_of[server], server, since, now))
+            out.append(Interval(node_of[server], server, since, now, woken))
     return sorted(out, key=lambda i: i.start)
 
 
 def overlaps(active: Sequence[Interval], tolerance: float = 0.0) -> list[tuple[Interval, Interval, float]]:
-    """Pairs of intervals of two servers of one node id that overlap by more than `tolerance` seconds."""
+    """Pairs of intervals of two servers of one node id that overlap: by more than `tolerance` seconds
+    where one of them is a server woken up beside the other (it began with a resume inside the other's),
+    by any time at all otherwise."""
     found = []
     for i, a in enumerate(active):
         for b in active[i + 1 :]:
             if a.node == b.node and a.server != b.server:
                 seconds = min(a.end, b.end) - max(a.start, b.start)
-                if seconds > tolerance:
+                woke_beside = (a.woken and b.start <= a.start) or (b.woken and a.start <= b.start)
+                if seconds > (tolerance if woke_beside else 0.0):
                     found.append((a, b, seconds))
     return found
 
