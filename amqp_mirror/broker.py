@@ -165,11 +165,11 @@ class Broker:
         def send_reply(address: str, payload: bytes) -> None:
             server.router.route(address, payload, MessageView(payload))
 
-        # who this server is, to a member scaling down (a replicated server's coordinator answers, with
-        # its votes, once it is active)
+        # who this server is, to a member scaling down (a colocated backup into its host, too); under
+        # quorum voting, the replicated coordinator answers instead, with its votes, once it is active
         policy = config.ha_policy
-        if policy.kind != HaKind.REPLICATION:
-            group = policy.scale_down.group_name if policy.scale_down is not None else None
+        if policy.kind != HaKind.REPLICATION or policy.manager is not None:
+            group = policy.scale_down.group_name if policy.scale_down is not None else policy.group_name
             service = ClusterService(
                 config.name, server.node_id, own_connector(config), group, lambda: {}, _no_vote, voter=False
             )

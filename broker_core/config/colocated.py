@@ -69,6 +69,7 @@ def shared_with_host(acceptor: Acceptor) -> bool:
 # ------------------------------------------------------------------------- a hosted backup's configuration
 
 PRIMARY_CONNECTOR = "colocated-primary"  # the backup's connector to the primary it backs up
+HOST_CONNECTOR = "colocated-host"  # a scale-down naming no member: its host's own server
 DIRECTORIES = ("journal_directory", "bindings_directory", "paging_directory", "large_messages_directory")
 
 
@@ -117,7 +118,9 @@ def backup_config(host: BrokerConfig, number: int, request: BackupRequest) -> Br
     the host's, but for its name, HA policy (`<colocated><backup>`), directories (replication: the
     host's with the backup's name appended; shared store: the requester's), transports (ports moved by
     `number` x backup-port-offset, but for excluded connectors and those kept by `keeps_port`; the
-    acceptors the host serves for it left out) and its cluster connection, which names the requester."""
+    acceptors the host serves for it left out) and its cluster connection, which names the requester.
+    A `<scale-down>` that names no member scales down into the host, as the reference's does (its first
+    in-VM connector: the host's server): to the host's own connector, as the cluster user."""
     colocated = host.ha_policy.colocated
     if colocated is None:
         raise ValueError(f"{host.name} has no <colocated> policy")
@@ -127,7 +130,7 @@ def backup_config(host: BrokerConfig, number: int, request: BackupRequest) -> Br
     connectors = [
         c if c.name in excluded else backup_connector(c, name, offset)
         for c in host.connectors
-        if c.name != PRIMARY_CONNECTOR
+        if c.name not in (PRIMARY_CONNECTOR, HOST_CONNECTOR)
     ]
     primary = parse_acceptor_uri(request.connector)
     connectors.append(
@@ -140,9 +143,17 @@ def backup_config(host: BrokerConfig, number: int, request: BackupRequest) -> Br
             "static_connectors": (PRIMARY_CONNECTOR,),
         }
     )
+    policy = colocated.backup
+    scale_down = policy.scale_down
+    if scale_down is not None and scale_down.enabled and not scale_down.connectors:
+        to_host = own_connector_uri(host)
+        at = parse_acceptor_uri(to_host)
+        connectors.append(Connector(name=HOST_CONNECTOR, uri=to_host, host=at.host, port=at.port))
+        scale_down = scale_down.model_copy(update={"connectors": (HOST_CONNECTOR,)})
+        policy = policy.model_copy(update={"scale_down": scale_down})
     update: dict[str, Any] = {
         "name": name,
-        "ha_policy": colocated.backup,
+        "ha_policy": policy,
         "acceptors": tuple(backup_acceptor(a, offset) for a in host.acceptors if not shared_with_host(a)),
         "connectors": tuple(connectors),
         "cluster_connections": (cluster,),

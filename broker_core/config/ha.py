@@ -137,9 +137,9 @@ def parse_ha_policy(reader: Reader, section: Element) -> HaPolicy:
     return _role(reader, role_element, kind, HaRole(role_name))
 
 
-def _role(reader: Reader, element: Element, kind: HaKind, role: HaRole) -> HaPolicy:
+def _role(reader: Reader, element: Element, kind: HaKind, role: HaRole, *, hosted: bool = False) -> HaPolicy:
     voting: list[tuple[Element, str]] = []
-    policy = HaPolicy(kind=kind, role=role, **_parameters(reader, element, kind, role, voting))
+    policy = HaPolicy(kind=kind, role=role, **_parameters(reader, element, kind, role, voting, hosted=hosted))
     if kind == HaKind.REPLICATION and policy.manager is None:
         reader.judge(element, QUORUM_VOTING)
     for child, text in voting:  # quorum voting's parameters act only where it decides
@@ -186,7 +186,7 @@ def _colocated(reader: Reader, element: Element, kind: HaKind) -> HaPolicy:
             if name in roles:
                 reader.error(child, f"more than one <{name}> in <colocated>", f"one <{name}>")
                 continue
-            roles[name] = _role(reader, child, kind, HaRole(name))
+            roles[name] = _role(reader, child, kind, HaRole(name), hosted=name == "backup")
         else:
             reader.ignore(child)  # a name Artemis does not have here: "did you mean"
     backup = roles.get("backup", HaPolicy(kind=kind, role=HaRole.BACKUP))
@@ -211,9 +211,12 @@ def _parameters(
     kind: HaKind,
     role: HaRole | None,
     voting: list[tuple[Element, str]] | None = None,
+    *,
+    hosted: bool = False,
 ) -> dict[str, Any]:
     """The parameters of one policy element; quorum voting's are judged by the caller (into `voting`),
-    once it knows whether a `<manager>` decides instead."""
+    once it knows whether a `<manager>` decides instead. `hosted`: a colocated `<backup>`, whose
+    `<scale-down>` without members scales down into its host."""
     reader.check_attributes(element, set())
     allowed = _ALLOWED[(kind, role)]
     where = f"<{kind.value}>" + (f"<{role.value}>" if role else "")
@@ -236,7 +239,7 @@ def _parameters(
             values["manager"] = _manager(reader, child)
         elif name == "scale-down":
             implemented = reader.judge(child, HA_PARAMETERS[name]) == Support.IMPLEMENTED
-            values["scale_down"] = _scale_down(reader, child, implemented)
+            values["scale_down"] = _scale_down(reader, child, implemented and not hosted)
         elif name in _CONVERTERS:
             reader.check_attributes(child, set())
             reader.check_no_children(child)
@@ -254,9 +257,10 @@ def _parameters(
     return values
 
 
-def _scale_down(reader: Reader, element: Element, implemented: bool) -> ScaleDown:
+def _scale_down(reader: Reader, element: Element, needs_members: bool) -> ScaleDown:
     """`<scale-down>`: `<enabled>`, `<group-name>`, `<connectors>` of `<connector-ref>` (each a
-    `<connector>`, checked with the others); `<discovery-group-ref>` is refused by the support table."""
+    `<connector>`, checked with the others); `<discovery-group-ref>` is refused by the support table.
+    Without `needs_members` (a colocated backup's: it goes to its host) no connector is needed."""
     reader.check_attributes(element, set())
     values: dict[str, Any] = {}
     discovery = False
@@ -281,7 +285,7 @@ def _scale_down(reader: Reader, element: Element, implemented: bool) -> ScaleDow
         else:
             reader.ignore(child)  # <discovery-group-ref>: refused (no discovery); <commit-interval>: a note
     scale_down = ScaleDown(**values)
-    if implemented and scale_down.enabled and not scale_down.connectors and not discovery:
+    if needs_members and scale_down.enabled and not scale_down.connectors and not discovery:
         reader.error(
             element, "<scale-down> needs the members it may move messages to", "<connectors><connector-ref>"
         )

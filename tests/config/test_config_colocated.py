@@ -1,7 +1,8 @@
 """`<colocated>`: read with the reference's defaults and checked (each bad value an error naming the file,
 line, element and what is expected); a hosted backup's configuration made from its host's: its name,
 ports moved by n x backup-port-offset (excluded connectors, `doNotOffset` and HTTP-upgrade transports
-keep theirs), directories (replication: the name appended; shared store: the requester's)."""
+keep theirs), directories (replication: the name appended; shared store: the requester's); a hosted
+backup's `<scale-down>` naming no member goes to its host."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from conftest import WriteConfig
 
 from broker_core.config import load_config
 from broker_core.config.colocated import (
+    HOST_CONNECTOR,
     PRIMARY_CONNECTOR,
     BackupRequest,
     backup_config,
@@ -195,3 +197,31 @@ def test_shared_store_directories_are_the_requesters(write_config: WriteConfig, 
     assert backup.journal_directory == tmp_path / "b-journal"
     assert backup.node_manager_lock_directory == tmp_path / "b-journal"  # the lock lives with the journal
     assert backup.paging_directory == config.paging_directory
+
+
+@pytest.mark.parametrize("kind", ["replication", "shared-store"])
+def test_a_hosted_backups_scale_down_naming_no_member_goes_to_its_host(
+    write_config: WriteConfig, kind: str
+) -> None:
+    body = "<primary/><backup><scale-down><group-name>g1</group-name></scale-down></backup>"
+    config, _ = load(write_config, TRANSPORTS + policy(kind, body))
+    colocated = config.ha_policy.colocated
+    assert colocated is not None and colocated.backup.scale_down is not None
+    assert colocated.backup.scale_down.connectors == ()  # accepted without members: it has its host
+    backup = backup_config(config, 1, request())
+    scale_down = backup.ha_policy.scale_down
+    assert scale_down is not None and scale_down.connectors == (HOST_CONNECTOR,)
+    assert scale_down.group_name == "g1"
+    to_host = {c.name: c.uri for c in backup.connectors}[HOST_CONNECTOR]
+    assert to_host == "tcp://node-a:61616"  # the host's own connector-ref, not offset
+    # members named: those, as any backup's (moved as its other connectors are)
+    named = "<primary/><backup><scale-down><connectors><connector-ref>other</connector-ref></connectors>"
+    config, _ = load(write_config, TRANSPORTS + policy(kind, named + "</scale-down></backup>"))
+    backup = backup_config(config, 1, request())
+    assert backup.ha_policy.scale_down is not None and backup.ha_policy.scale_down.connectors == ("other",)
+    assert HOST_CONNECTOR not in {c.name for c in backup.connectors}
+
+
+def test_a_stand_alone_backups_scale_down_still_needs_members(write_config: WriteConfig) -> None:
+    body = "<ha-policy><replication><backup><scale-down/></backup></replication></ha-policy>"
+    assert any("needs the members" in e for e in errors(write_config, body))

@@ -26,7 +26,7 @@ from connections.cli import Management
 from connections.failover import FailoverConnection, ReceiveTimeout
 from tests.peers.ports import LOOPBACK, wait_until
 from tests.support.broker import BrokerProcess
-from tests.support.client import connect
+from tests.support.client import connect, receive, send, send_all
 from tests.support.colocated import BACKUP, OFFSET, nodes
 from tests.support.ha import FAST, Producer, still_serving
 from tests.support.history import Interval, intervals, log_events, overlaps
@@ -319,3 +319,50 @@ def test_a_primary_whose_backups_host_dies_requests_a_backup_again(tmp_path: Pat
     assert "AMQ951143" not in c.log()  # node-c's backup is hosted by node-a, which lives
     for n in (a, c):
         n.stop()
+
+
+@pytest.mark.parametrize("kind", ["replication", "shared-store"])
+def test_a_hosted_backup_with_scale_down_moves_its_primarys_messages_into_its_host(
+    tmp_path: Path, kind: str
+) -> None:
+    """node-b's colocated backup on node-a has `<scale-down>` naming no member: node-b killed, the backup
+    never serves but moves every confirmed message (duplicate ids with them) to node-a's own server, and
+    stops; node-a goes on, its own queue holding them in order, and a retried send is deduplicated."""
+    (a, b), ports = nodes(tmp_path, {"a": ["b"], "b": ["a"]}, kind=kind, backup_options="<scale-down/>")
+    a.start()
+    b.start()
+    wait_until(lambda: "AMQ951183" in a.log(), 30, "node-a to host node-b's backup")
+    ready = "synchronized" if kind == "replication" else "backupPresent"
+    wait_until(lambda: ha_status(b)[ready] is True, 30, "node-b's backup on node-a to be ready")
+    count = 60
+    with_ids = {i: f"order-{i}" for i in range(0, count, 3)}
+    outcomes = send_all(
+        b.url,
+        "orders",
+        list(range(count)),
+        properties=lambda i: {"_AMQ_DUPL_ID": with_ids[i]} if i in with_ids else {},
+    )
+    assert outcomes == dict.fromkeys(range(count), "accepted")
+    b.kill()
+    ended = ("AMQ951187", "AMQ951184")  # stopped, or (wrongly) active
+    wait_until(
+        lambda: any(i in a.log() for i in ended), 60, "node-b's backup on node-a to scale down and stop"
+    )
+    log = a.log()
+    assert f"AMQ951164: backup {BACKUP} scales down instead of activating" in log, log
+    moved = f"AMQ951161: {BACKUP} scales down to {LOOPBACK}:{ports['a']}"  # into its host
+    assert moved in log and f"AMQ951163: {BACKUP} scaled down to" in log, log
+    assert f"scaled queue orders (ANYCAST, address orders) down: {count} messages moved" in log, log
+    # it never served, over its whole life (it has stopped)
+    assert "AMQ951184" not in log and "(exit code 0)" in log
+    assert not [line for line in log.splitlines() if "AMQ221010" in line and BACKUP in line]
+    assert hosted(a) == []
+    # a client that retries a send it was not sure of: node-a has that id already
+    assert send_all(a.url, "orders", [3], properties=lambda i: {"_AMQ_DUPL_ID": with_ids[i]}) == {
+        0: "accepted"
+    }
+    send(a.url, "orders", ["after"])  # node-a still serves
+    got = [m.body for m in receive(a.url, "orders", count + 5, timeout=3)]
+    assert got == [*range(count), "after"]  # each once, in order, the retry not stored
+    assert a.proc is not None and a.proc.poll() is None
+    a.stop()

@@ -47,10 +47,12 @@ def node(
     retries: int = -1,
     kind: str = "replication",
     metrics: int | None = None,
+    backup_options: str = "",
 ) -> BrokerProcess:
     """A primary with `<colocated>` asking the servers at `others` (in turn) to host its backup, and
     hosting up to `max_backups` of theirs; a plain acceptor (offset for its backups) and an HTTP upgrade
-    endpoint (its backups': the host hands them their connections)."""
+    endpoint (its backups': the host hands them their connections); `backup_options`: more of the
+    hosted backups' `<backup>` (a `<scale-down>`)."""
     # replication: a lock manager decides; shared store: the lock files in the primary's own journal
     # directory, which its backup uses (and, stopped cleanly, it lets its backup take over)
     if kind == "replication":
@@ -73,7 +75,7 @@ def node(
       <backup-request-retries>{retries}</backup-request-retries>
       <backup-request-retry-interval>300</backup-request-retry-interval>
       <backup-port-offset>{OFFSET}</backup-port-offset>
-      <primary>{primary}</primary><backup>{backup}</backup>
+      <primary>{primary}</primary><backup>{backup}{backup_options}</backup>
     </colocated></{kind}></ha-policy>"""
     )
     acceptor = f'\n      <acceptor name="http">tcp://{LOOPBACK}:{http}?httpUpgradeEnabled=true</acceptor>'
