@@ -160,6 +160,7 @@ class Discovery:
         self.gone = gone
         self.heard: dict[str, tuple[str, float]] = {}
         self._transport: asyncio.DatagramTransport | None = None
+        self._listening: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         group = self.group
@@ -176,7 +177,7 @@ class Discovery:
             sock.close()
             log.error("AMQ951197: %s cannot join discovery group %s: %s", self.server, group.name, error)
             return
-        self.loop.create_task(self._listen(sock))
+        self._listening = self.loop.create_task(self._listen(sock))
         log.info(
             "AMQ951194: %s listens for cluster members on %s:%d (discovery group %s, refresh-timeout %d ms)",
             self.server,
@@ -187,7 +188,13 @@ class Discovery:
         )
 
     async def _listen(self, sock: socket.socket) -> None:
-        transport, _ = await self.loop.create_datagram_endpoint(lambda: _Protocol(self.received), sock=sock)
+        try:
+            transport, _ = await self.loop.create_datagram_endpoint(
+                lambda: _Protocol(self.received), sock=sock
+            )
+        except BaseException:
+            sock.close()  # stopped (or failed) before it listened
+            raise
         self._transport = transport
 
     def received(self, data: bytes) -> None:
@@ -227,6 +234,9 @@ class Discovery:
                 self.gone(_connector(where))
 
     def stop(self) -> None:
+        if self._listening is not None:
+            self._listening.cancel()
+            self._listening = None
         if self._transport is not None:
             self._transport.close()
             self._transport = None

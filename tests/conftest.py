@@ -144,6 +144,7 @@ TIERS = {  # a path under tests/ (a folder ends with /) -> its tier; the longest
     "ha/test_colocated.py": "integration",
     "ha/test_scale_down.py": "integration",
     "ha/test_discovery.py": "integration",
+    "ha/test_discovery_format.py": "pure",
     "ha/test_scale_down_forms.py": "integration",
     "ha/test_scale_down_rules.py": "pure",
     "ha/test_storage_safety.py": "pure",

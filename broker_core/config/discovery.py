@@ -9,7 +9,7 @@ import ipaddress
 from collections.abc import Callable
 from typing import Any
 
-from broker_core.config.model import BroadcastGroup, ClusterConnection, DiscoveryGroup
+from broker_core.config.model import BroadcastGroup, ClusterConnection, DiscoveryGroup, HaKind, HaPolicy
 from broker_core.config.values import BadValue, parse_int
 from broker_core.config.xmlread import Element, Reader, local_name
 
@@ -134,3 +134,19 @@ def check_discovery_refs(
                     f"one of the <discovery-groups>: {', '.join(sorted(known)) or 'none defined'}",
                     "discovery-group-name",
                 )
+
+
+def check_discovery_use(reader: Reader, core: Element, policy: HaPolicy | None) -> None:
+    """Discovery feeds a cluster membership, which a replicated server with quorum voting keeps (and no
+    other here): anywhere else a group would silently do nothing, so it is an error."""
+    quorum = policy is not None and policy.kind == HaKind.REPLICATION and policy.manager is None
+    if quorum and policy is not None and policy.colocated is None:
+        return
+    for section in reader.children(core):
+        name = local_name(section)
+        if name in ("broadcast-groups", "discovery-groups"):
+            reader.error(
+                section,
+                f"<{name}> runs here only on a replicated server with quorum voting",
+                "<replication> without a <manager> (not <colocated>), or <static-connectors> instead",
+            )

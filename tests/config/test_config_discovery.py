@@ -11,6 +11,7 @@ from broker_core.config import load_config
 from broker_core.config.errors import ConfigError
 
 SEC = "<security-enabled>false</security-enabled>\n"
+QUORUM = "<ha-policy><replication><primary/></replication></ha-policy>"
 CONNECTORS = '<connectors><connector name="self">tcp://127.0.0.1:5672</connector></connectors>'
 BROADCAST = (
     '<broadcast-groups><broadcast-group name="bg"><group-address>231.7.7.7</group-address>'
@@ -28,12 +29,12 @@ CLUSTER = (
 
 def errors(write_config: WriteConfig, body: str) -> list[str]:
     with pytest.raises(ConfigError) as info:
-        load_config(write_config(SEC + body))
+        load_config(write_config(SEC + QUORUM + body))
     return [str(p) for p in info.value.problems if p.severity == "error"]
 
 
 def test_groups_and_the_reference_are_read_with_artemis_defaults(write_config: WriteConfig) -> None:
-    config, _ = load_config(write_config(SEC + CONNECTORS + BROADCAST + DISCOVERY + CLUSTER))
+    config, _ = load_config(write_config(SEC + QUORUM + CONNECTORS + BROADCAST + DISCOVERY + CLUSTER))
     (broadcast,) = config.broadcast_groups
     assert (broadcast.group_address, broadcast.group_port, broadcast.connectors) == (
         "231.7.7.7",
@@ -58,7 +59,7 @@ def test_set_values_are_read(write_config: WriteConfig) -> None:
         "<group-port>", "<broadcast-period>250</broadcast-period>" + bind + "<group-port>"
     )
     body += DISCOVERY.replace("<group-port>", "<refresh-timeout>1500</refresh-timeout><group-port>")
-    config, _ = load_config(write_config(SEC + CONNECTORS + body))
+    config, _ = load_config(write_config(SEC + QUORUM + CONNECTORS + body))
     assert (config.broadcast_groups[0].broadcast_period, config.broadcast_groups[0].local_bind_address) == (
         250,
         "127.0.0.1",
@@ -96,3 +97,22 @@ def test_jgroups_is_refused(write_config: WriteConfig) -> None:
         write_config, DISCOVERY.replace("<group-port>", "<jgroups-file>j.xml</jgroups-file><group-port>")
     )
     assert any("JGroups is not run here" in e for e in found)
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        "",
+        "<ha-policy><shared-store><primary/></shared-store></ha-policy>",
+        "<ha-policy><replication><primary><manager><class-name>"
+        "org.apache.activemq.artemis.lockmanager.file.FileBasedLockManager</class-name><properties>"
+        '<property key="locks-folder" value="/tmp"/></properties></manager></primary>'
+        "</replication></ha-policy>",
+    ],
+)
+def test_groups_are_refused_where_no_cluster_membership_runs(write_config: WriteConfig, policy: str) -> None:
+    """Only a replicated server with quorum voting keeps a membership: elsewhere a group would do nothing."""
+    with pytest.raises(ConfigError) as info:
+        load_config(write_config(SEC + policy + CONNECTORS + BROADCAST + DISCOVERY))
+    found = [str(p) for p in info.value.problems if p.severity == "error"]
+    assert sum("runs here only on a replicated server with quorum voting" in e for e in found) == 2
