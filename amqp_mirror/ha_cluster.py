@@ -265,9 +265,8 @@ class ClusterMembership:
             if member.connector.name == connector.name:
                 client = self.clients.pop(i)
                 del self.members[i]
-                was_active = member.active
                 client.stop()
-                if member.active or was_active:
+                if member.active:  # the connection's end did not say so already
                     member.node_id = None
                     self.changed(member, up=False)
                 return

@@ -9,7 +9,14 @@ import ipaddress
 from collections.abc import Callable
 from typing import Any
 
-from broker_core.config.model import BroadcastGroup, ClusterConnection, DiscoveryGroup, HaKind, HaPolicy
+from broker_core.config.model import (
+    BroadcastGroup,
+    ClusterConnection,
+    DiscoveryGroup,
+    HaKind,
+    HaPolicy,
+    HaRole,
+)
 from broker_core.config.values import BadValue, parse_int
 from broker_core.config.xmlread import Element, Reader, local_name
 
@@ -141,6 +148,8 @@ def check_discovery_use(reader: Reader, core: Element, policy: HaPolicy | None) 
     other here): anywhere else a group would silently do nothing, so it is an error."""
     quorum = policy is not None and policy.kind == HaKind.REPLICATION and policy.manager is None
     if quorum and policy is not None and policy.colocated is None:
+        if policy.role == HaRole.BACKUP or policy.check_for_active_server:
+            _check_replicates_from_static(reader, core, policy.cluster_name)
         return
     for section in reader.children(core):
         name = local_name(section)
@@ -150,3 +159,25 @@ def check_discovery_use(reader: Reader, core: Element, policy: HaPolicy | None) 
                 f"<{name}> runs here only on a replicated server with quorum voting",
                 "<replication> without a <manager> (not <colocated>), or <static-connectors> instead",
             )
+
+
+def _check_replicates_from_static(reader: Reader, core: Element, cluster_name: str | None) -> None:
+    """A backup (or a primary with check-for-active-server) replicates from its cluster connection's
+    static connectors only: with discovery alone it would have nobody to copy from."""
+    for section in reader.children(core):
+        if local_name(section) != "cluster-connections":
+            continue
+        for cluster in reader.children(section):
+            if local_name(cluster) != "cluster-connection":
+                continue
+            if cluster_name is not None and cluster.get("name") != cluster_name:
+                continue
+            names = {local_name(child) for child in reader.children(cluster)}
+            if "discovery-group-ref" in names and "static-connectors" not in names:
+                reader.error(
+                    cluster,
+                    "a backup (or a primary with check-for-active-server) replicates from static connectors "
+                    "only, not from discovered members",
+                    "<static-connectors> naming its primary's connector, beside the <discovery-group-ref>",
+                )
+            return  # the first one is the cluster connection used when no cluster-name names one

@@ -116,3 +116,21 @@ def test_groups_are_refused_where_no_cluster_membership_runs(write_config: Write
         load_config(write_config(SEC + policy + CONNECTORS + BROADCAST + DISCOVERY))
     found = [str(p) for p in info.value.problems if p.severity == "error"]
     assert sum("runs here only on a replicated server with quorum voting" in e for e in found) == 2
+
+
+def test_a_backup_with_discovery_alone_is_an_error(write_config: WriteConfig) -> None:
+    """A backup replicates from static connectors only: with discovery alone it would copy from nobody."""
+    backup = "<ha-policy><replication><backup/></replication></ha-policy>"
+    body = SEC + backup + CONNECTORS + DISCOVERY + CLUSTER
+    with pytest.raises(ConfigError) as info:
+        load_config(write_config(body))
+    found = [str(p) for p in info.value.problems if p.severity == "error"]
+    assert len(found) == 1 and "replicates from static connectors only" in found[0], found
+    partner = '<connector name="primary">tcp://127.0.0.2:5672</connector></connectors>'
+    static = (
+        "<static-connectors><connector-ref>primary</connector-ref></static-connectors><discovery-group-ref"
+    )
+    config, _ = load_config(
+        write_config(body.replace("</connectors>", partner).replace("<discovery-group-ref", static))
+    )
+    assert [c.name for c in config.ha_partners()] == ["primary"]
