@@ -26,16 +26,18 @@ def _multicast(text: str) -> str:
         address = ipaddress.ip_address(text.strip())
     except ValueError:
         raise BadValue(f"bad group address {text!r}", "a multicast IP address, e.g. 231.7.7.7") from None
+    if address.version != 4:  # the groups' sockets are IPv4 ones
+        raise BadValue(f"{text.strip()} is not an IPv4 address", "an IPv4 multicast address, in 224.0.0.0/4")
     if not address.is_multicast:
-        raise BadValue(f"{text.strip()} is not a multicast address", "an address in 224.0.0.0/4 or ff00::/8")
+        raise BadValue(f"{text.strip()} is not a multicast address", "an address in 224.0.0.0/4")
     return str(address)
 
 
 def _address(text: str) -> str:
     try:
-        return str(ipaddress.ip_address(text.strip()))
+        return str(ipaddress.IPv4Address(text.strip()))
     except ValueError:
-        raise BadValue(f"bad local bind address {text!r}", "an IP address of this host") from None
+        raise BadValue(f"bad local bind address {text!r}", "an IPv4 address of this host") from None
 
 
 _PORT: Callable[[str], int] = lambda t: parse_int(t, minimum=1, maximum=65535)  # noqa: E731

@@ -71,6 +71,8 @@ def test_set_values_are_read(write_config: WriteConfig) -> None:
 def test_a_unicast_group_address_is_an_error(write_config: WriteConfig) -> None:
     found = errors(write_config, CONNECTORS + BROADCAST.replace("231.7.7.7", "10.0.0.1"))
     assert any("10.0.0.1 is not a multicast address" in e for e in found)
+    found = errors(write_config, CONNECTORS + BROADCAST.replace("231.7.7.7", "ff02::1"))
+    assert any("ff02::1 is not an IPv4 address" in e for e in found)
 
 
 def test_a_missing_port_or_a_bad_one_is_an_error(write_config: WriteConfig) -> None:
