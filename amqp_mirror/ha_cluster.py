@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from broker_core.amqp.performatives import Attach, Source, Target
-from broker_core.config.model import AmqpConnection, Connector, Endpoint
+from broker_core.config.model import AmqpConnection, BroadcastGroup, Connector, Endpoint
 from broker_core.config.uri import parse_acceptor_uri
 from broker_core.ha.cluster_service import (
     ASKED_NODE,
@@ -43,6 +43,8 @@ from broker_core.ha.cluster_service import (
 from broker_core.ha.quorum import Outcome, Promise, Question, Tally, kept, quorum_size, remember, votes_needed
 from connections.outbound import OutboundConnection
 from connections.policies import LinkHost, LinkRole
+
+from .discovery import Broadcaster, Discovery, encode
 
 if TYPE_CHECKING:
     from broker_core.amqp.connection import Link
@@ -199,45 +201,100 @@ class ClusterMembership:
         self.promises: dict[str, Promise] = {}  # node id -> the sequence a stay-active yes let it move on to
         # votes asked ("asked <question> <won|lost>") and cast ("cast <question> <yes|no>"): the metrics
         self.counts: Counter[str] = Counter()
-        cluster = config.cluster_connection()
+        self._broker = broker
+        self.cluster = config.cluster_connection()
         for connector in config.ha_partners():
-            member = Member(self, connector)
-            connection = AmqpConnection(
-                name=f"cluster:{config.name}:{connector.name}",
-                uri=connector.uri,
-                endpoints=(
-                    Endpoint(
-                        host=connector.host,
-                        port=connector.port,
-                        params=parse_acceptor_uri(connector.uri).params,
-                    ),
-                ),
-                user=config.cluster_user,
-                password=config.cluster_password,
-                retry_interval=cluster.retry_interval if cluster is not None else 500,
-                idle_timeout=cluster.connection_ttl if cluster is not None else 60000,
-            )
-            self.members.append(member)
-            self.clients.append(
-                OutboundConnection(broker.server, connection, broker.loop, broker.turn, [member])
-            )
+            self._add(connector)
+        # UDP discovery (amqp_mirror/discovery.py): every broadcast group of this server says where it is;
+        # the discovery group its cluster connection refers to adds (and drops) members as they are heard
+        self.broadcasters = [
+            Broadcaster(config.name, group, self.loop, self._datagram) for group in config.broadcast_groups
+        ]
+        wanted = self.cluster.discovery_group if self.cluster is not None else None
+        self.discoveries = [
+            Discovery(config.name, group, self.loop, self.connector, self._discovered, self._undiscovered)
+            for group in config.discovery_groups
+            if group.name == wanted
+        ]
         self._ticker: asyncio.TimerHandle | None = None
         self.own: Callable[[], tuple[str | None, bool]] = lambda: (None, False)  # (node id, active)
+
+    def _add(self, connector: Connector) -> Member:
+        cluster = self.cluster
+        member = Member(self, connector)
+        connection = AmqpConnection(
+            name=f"cluster:{self.name}:{connector.name}",
+            uri=connector.uri,
+            endpoints=(
+                Endpoint(
+                    host=connector.host, port=connector.port, params=parse_acceptor_uri(connector.uri).params
+                ),
+            ),
+            user=self.config.cluster_user,
+            password=self.config.cluster_password,
+            retry_interval=cluster.retry_interval if cluster is not None else 500,
+            idle_timeout=cluster.connection_ttl if cluster is not None else 60000,
+        )
+        broker = self._broker
+        self.members.append(member)
+        self.clients.append(OutboundConnection(broker.server, connection, broker.loop, broker.turn, [member]))
+        return member
+
+    def _datagram(self, group: BroadcastGroup) -> bytes | None:
+        """What `group` says: this server's node id (once it has one), whether it is active, and where
+        the connectors the group names are."""
+        node_id, active = self.own()
+        if node_id is None:
+            return None
+        by_name = {c.name: c for c in self.config.connectors}
+        named = [by_name[name] for name in group.connectors if name in by_name]
+        return encode(node_id, active, [f"{c.host}:{c.port}" for c in named])
+
+    def _discovered(self, connector: Connector, node_id: str) -> None:
+        """A member heard by UDP: one more member connection, as a static connector has."""
+        where = (connector.host, connector.port)
+        if any((m.connector.host, m.connector.port) == where for m in self.members):
+            return  # a static connector already
+        self._add(connector)
+        if self._ticker is not None:  # started: connect to it now
+            self.clients[-1].start()
+
+    def _undiscovered(self, connector: Connector) -> None:
+        """A discovered member not heard for refresh-timeout: its member connection goes."""
+        for i, member in enumerate(self.members):
+            if member.connector.name == connector.name:
+                client = self.clients.pop(i)
+                del self.members[i]
+                client.stop()
+                if member.active:  # the connection's end did not say so already
+                    member.node_id = None
+                    self.changed(member, up=False)
+                return
 
     def start(self) -> None:
         for client in self.clients:
             client.start()
+        for broadcaster in self.broadcasters:
+            broadcaster.start()
+        for discovery in self.discoveries:
+            discovery.start()
         self._tick()
 
     def stop(self) -> None:
         if self._ticker is not None:
             self._ticker.cancel()
             self._ticker = None
+        for broadcaster in self.broadcasters:
+            broadcaster.stop()
+        for discovery in self.discoveries:
+            discovery.stop()
         for client in self.clients:
             client.stop()
 
     def _tick(self) -> None:
         now = time.monotonic()
+        for discovery in self.discoveries:
+            discovery.expire(now)
         for client in self.clients:
             client.tick(now)
         self._ticker = self.loop.call_later(TICK, self._tick)

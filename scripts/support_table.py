@@ -49,6 +49,8 @@ PLACES: list[tuple[str, dict[str, Rule], str]] = [
     ("`<shared-store>`, `<replication>` (HA)", ELEMENTS["shared-store"], "<>"),
     ("`<cluster-connections>`", CLUSTER_CONNECTIONS, "<>"),
     ("`<cluster-connection>`", CLUSTER_CONNECTION, "<>"),
+    ("`<broadcast-group>`", ELEMENTS["broadcast-group"], "<>"),
+    ("`<discovery-group>`", ELEMENTS["discovery-group"], "<>"),
     ("`<security-settings>`", SECURITY_SETTINGS, "<>"),
     ("`<amqp-connection>`", AMQP_CONNECTION, "<>"),
     ("`<mirror>` properties", MIRROR_PROPERTIES, ""),

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from broker_core.config.discovery import parse_discovery_group_ref
 from broker_core.config.model import (
     LOCK_MANAGERS,
     ClusterConnection,
@@ -403,6 +404,8 @@ def parse_cluster_connections(reader: Reader, section: Element) -> tuple[Cluster
                     elif text := reader.text(ref):
                         refs.append(text)
                 values["static_connectors"] = tuple(refs)
+            elif child_name == "discovery-group-ref":
+                values["discovery_group"] = parse_discovery_group_ref(reader, child)
             elif child_name in _CLUSTER_TIMES:
                 reader.check_attributes(child, set())
                 text = reader.text(child)
@@ -425,7 +428,7 @@ def check_connector_refs(reader: Reader, core: Element, connectors: tuple[Connec
     """Every connector a cluster connection or a `<scale-down>` names must be a `<connector>`."""
     known = {connector.name for connector in connectors}
     for section in reader.children(core):
-        if local_name(section) not in ("cluster-connections", "ha-policy"):
+        if local_name(section) not in ("cluster-connections", "ha-policy", "broadcast-groups"):
             continue
         for ref in section.iter():
             if not isinstance(ref.tag, str) or local_name(ref) != "connector-ref":

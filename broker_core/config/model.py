@@ -451,6 +451,31 @@ class ClusterConnection(Frozen):
     retry_interval: int = 500
     reconnect_attempts: int = -1
     call_timeout: int = 30000  # ms a server waits for its partner's answer (a replica's confirmations)
+    discovery_group: str | None = None  # `<discovery-group-ref>`: its members found by UDP as well
+
+
+class BroadcastGroup(Frozen):
+    """`<broadcast-group>`: every `broadcast_period` ms, one UDP datagram to the multicast group naming
+    this server's node id and its connectors (amqp_mirror/discovery.py; our format, not Artemis's)."""
+
+    name: str
+    local_bind_address: str | None = None
+    local_bind_port: int = -1  # -1: any free port
+    group_address: str
+    group_port: int
+    broadcast_period: int = 2000
+    connectors: tuple[str, ...] = ()  # `<connector-ref>`s
+
+
+class DiscoveryGroup(Frozen):
+    """`<discovery-group>`: listens on the multicast group; an entry not heard for `refresh_timeout` ms
+    is dropped."""
+
+    name: str
+    local_bind_address: str | None = None  # the interface the group is joined on
+    group_address: str
+    group_port: int
+    refresh_timeout: int = 10000
 
 
 # ---------------------------------------------------------------- metrics
@@ -553,6 +578,8 @@ class BrokerConfig(Frozen):
     ha_policy: HaPolicy = HaPolicy()
     connectors: tuple[Connector, ...] = ()
     cluster_connections: tuple[ClusterConnection, ...] = ()
+    broadcast_groups: tuple[BroadcastGroup, ...] = ()
+    discovery_groups: tuple[DiscoveryGroup, ...] = ()
 
     metrics: MetricsSettings = MetricsSettings()
     acceptors: tuple[Acceptor, ...] = ()  # the AMQP ones
@@ -577,6 +604,8 @@ class BrokerConfig(Frozen):
             by_name = {c.name: c for c in self.connectors}
             named = (by_name[name] for name in cluster.static_connectors if name in by_name)
             return tuple(c for c in named if (c.host, c.port) not in own)
+        if cluster is not None and cluster.discovery_group is not None:
+            return ()  # its members are the discovered ones (amqp_mirror/discovery.py)
         return tuple(c for c in self.connectors if (c.host, c.port) not in own)
 
     def ha_partner(self) -> Connector | None:

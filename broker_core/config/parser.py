@@ -21,6 +21,12 @@ from pydantic import ValidationError
 from broker_core.config.acceptors import parse_acceptors
 from broker_core.config.addresses import parse_addresses
 from broker_core.config.broker_connections import parse_broker_connections
+from broker_core.config.discovery import (
+    check_discovery_refs,
+    check_discovery_use,
+    parse_broadcast_groups,
+    parse_discovery_groups,
+)
 from broker_core.config.errors import ConfigError, ConfigProblem, ProblemLog
 from broker_core.config.ha import (
     check_connector_refs,
@@ -45,6 +51,8 @@ _SECTIONS: dict[str, tuple[str, Callable[[Reader, Element], Any]]] = {
     "connectors": ("connectors", parse_connectors),
     "cluster-connections": ("cluster_connections", parse_cluster_connections),
     "metrics": ("metrics", parse_metrics),
+    "broadcast-groups": ("broadcast_groups", parse_broadcast_groups),
+    "discovery-groups": ("discovery_groups", parse_discovery_groups),
 }
 _NOT_SCALARS = frozenset(
     {
@@ -178,6 +186,10 @@ def _parse_core(reader: Reader, core: Element) -> dict[str, Any]:
         seen[name] = line_of(element)
         _parse_core_element(reader, element, name, values)
     check_connector_refs(reader, core, values.get("connectors", ()))
+    check_discovery_refs(
+        reader, core, values.get("cluster_connections", ()), values.get("discovery_groups", ())
+    )
+    check_discovery_use(reader, core, values.get("ha_policy"))
     _override_connection_ttl(values)
     return values
 

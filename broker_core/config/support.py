@@ -73,7 +73,8 @@ _THREADS = "one event loop, no thread pools"
 _MIRROR_ACKS = "this broker's mirror target retries an acknowledgement its own way (docs/mirror.md)"
 _NO_MQTT = "MQTT is not served"
 _NETTY = "a Netty tuning (sockets are asyncio's)"
-_NO_DISCOVERY = "broker discovery (broadcast and discovery groups)"
+_NO_DISCOVERY = "a scale-down's members found by discovery"
+_NO_JGROUPS = "JGroups is not run here"
 
 
 # ------------------------------------------------------------------------------- <core>
@@ -226,8 +227,8 @@ CORE: dict[str, Rule] = {
     "bridges": refused("core bridges do not forward messages here (a broker connection's <sender> does)"),
     "diverts": refused("messages are not diverted"),
     "federations": refused("core federation"),
-    "broadcast-groups": refused(_NO_DISCOVERY),
-    "discovery-groups": refused(_NO_DISCOVERY),
+    "broadcast-groups": IMPLEMENTED,  # UDP multicast, our datagram format (amqp_mirror/discovery.py)
+    "discovery-groups": IMPLEMENTED,
     "grouping-handler": refused("message groups are not clustered"),
     "connector-services": refused("connector services are Java classes"),
     "connection-routers": refused("clients are not routed to other brokers"),
@@ -439,7 +440,7 @@ CLUSTER_CONNECTION: dict[str, Rule] = {
     "reconnect-attempts": IMPLEMENTED,
     "check-period": inert("each side sends keep-alives at half the other's connection-ttl"),
     "call-timeout": IMPLEMENTED,
-    "discovery-group-ref": refused(_NO_DISCOVERY),
+    "discovery-group-ref": IMPLEMENTED,  # its members: the static connectors and the discovered
     "@uri": refused("a cluster connection is written with its elements here"),
     "message-load-balancing": refused(_NO_CLUSTER, "OFF"),
     "max-hops": refused(_NO_CLUSTER, "0"),
@@ -781,6 +782,28 @@ def parameter_rule(kind: UriKind, key: str, value: str) -> Rule | None:
     return rule
 
 
+# ------------------------------------------------------------------------------- discovery
+
+BROADCAST_GROUPS = {"broadcast-group": IMPLEMENTED}
+DISCOVERY_GROUPS = {"discovery-group": IMPLEMENTED}
+_GROUP: dict[str, Rule] = {
+    **{name: IMPLEMENTED for name in ("@name", "group-address", "group-port", "local-bind-address")},
+    **{
+        name: refused(_NO_JGROUPS, instead="<group-address> and <group-port> (UDP multicast)")
+        for name in ("jgroups-file", "jgroups-channel")
+    },
+}
+BROADCAST_GROUP: dict[str, Rule] = {
+    **_GROUP,
+    **{name: IMPLEMENTED for name in ("local-bind-port", "broadcast-period", "connector-ref")},
+}
+DISCOVERY_GROUP: dict[str, Rule] = {
+    **_GROUP,
+    "refresh-timeout": IMPLEMENTED,
+    "local-bind-port": inert("a discovery group listens on its group-port"),
+    "initial-wait-timeout": inert("nobody waits for discovery: a member joins the cluster when it is heard"),
+}
+
 # ------------------------------------------------------------------------------- elements, by parent
 
 ELEMENTS: dict[str, dict[str, Rule]] = {
@@ -801,6 +824,10 @@ ELEMENTS: dict[str, dict[str, Rule]] = {
     "static-connectors": STATIC_CONNECTORS,
     "amqp-connection": AMQP_CONNECTION,
     "metrics": METRICS,
+    "broadcast-groups": BROADCAST_GROUPS,
+    "broadcast-group": BROADCAST_GROUP,
+    "discovery-groups": DISCOVERY_GROUPS,
+    "discovery-group": DISCOVERY_GROUP,
 }
 REFUSED_BY_DEFAULT = refused("Artemis has it; this broker does not yet")
 

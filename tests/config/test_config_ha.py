@@ -279,7 +279,7 @@ def test_scale_down_names_inside_it_are_checked(write_config: WriteConfig) -> No
         ("<enabled>maybe</enabled><connectors><connector-ref>a</connector-ref></connectors>", "maybe"),
         (
             '<discovery-group-ref discovery-group-name="dg"/>',
-            "not implemented yet: broker discovery (broadcast and discovery groups)",
+            "not implemented yet: a scale-down's members found by discovery",
         ),
     ],
     ids=["unknown connector", "no members", "bad switch", "discovery group"],

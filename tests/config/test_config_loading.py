@@ -118,7 +118,7 @@ def test_what_would_change_meaning_is_an_error_each_on_its_line(tmp_path: Path) 
     with pytest.raises(ConfigError) as caught:
         load_config(tmp_path / "broker.xml")
     assert [(p.severity, p.line, p.element_path) for p in caught.value.problems] == [
-        ("error", 5, "core/broadcast-groups"),
+        ("error", 5, "core/connection-routers"),
         ("error", 8, "core/bridges"),
         ("error", 11, "core/diverts"),
         ("error", 12, "core/resource-limit-settings"),

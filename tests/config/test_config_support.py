@@ -326,9 +326,14 @@ def test_a_cluster_connection_element(
     connectors = '<connectors><connector name="x">tcp://h:1</connector></connectors>'
     if name.startswith("@"):
         cluster = f'<cluster-connection name="c" {name[1:]}="{value}"/>'
-    elif name == "discovery-group-ref":
+    elif name == "discovery-group-ref":  # a discovery group of that name, where discovery runs
         cluster = (
             f'<cluster-connection name="c"><{name} discovery-group-name="{value}"/></cluster-connection>'
+        )
+        connectors += (
+            "<ha-policy><replication><primary/></replication></ha-policy>"
+            f'<discovery-groups><discovery-group name="{value}"><group-address>231.7.7.7</group-address>'
+            "<group-port>9876</group-port></discovery-group></discovery-groups>"
         )
     else:
         cluster = f'<cluster-connection name="c"><{name}>{value}</{name}></cluster-connection>'

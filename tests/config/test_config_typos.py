@@ -106,9 +106,9 @@ def test_the_artemis_create_broker_xml_loads_with_no_error(tmp_path: Path) -> No
 
 
 def test_what_artemis_has_and_we_do_not_implement_is_an_error(tmp_path: Path) -> None:
-    path = write(tmp_path, '<broadcast-groups><broadcast-group name="b"/></broadcast-groups>')
+    path = write(tmp_path, '<connection-routers><connection-router name="b"/></connection-routers>')
     with pytest.raises(ConfigError) as caught:
         load_config(path)
     assert [(p.severity, p.line, p.element_path) for p in caught.value.problems] == [
-        ("error", 4, "core/broadcast-groups")
+        ("error", 4, "core/connection-routers")
     ]

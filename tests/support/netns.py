@@ -79,6 +79,13 @@ class Topology:
             _ip("-n", ns, "link", "set", "eth0", "up")
             _ip("-n", ns, "link", "set", "lo", "up")
 
+    def multicast(self) -> None:
+        """Multicast across the bridge: each host routes 224.0.0.0/4 out of its interface, and the bridge
+        floods every group (no IGMP snooping to wait for)."""
+        _ip("-n", self.switch, "link", "set", "br0", "type", "bridge", "mcast_snooping", "0")
+        for host in self.addresses:
+            _ip("-n", self.namespace(host), "route", "add", "224.0.0.0/4", "dev", "eth0")
+
     def cut(self, a: str, b: str) -> None:
         """Nothing goes between hosts `a` and `b`, either way."""
         self.cut_one_way(a, b)
