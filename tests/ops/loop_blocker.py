@@ -1,6 +1,6 @@
 """`amqp-mirror` with a way to stall its event loop from outside, for the watchdog test.
 
-SIGUSR2 makes the loop run `time.sleep(BLOCK_SECONDS)`: a loop stuck in a blocking call, as a bug
+SIGUSR1 makes the loop run `time.sleep(BLOCK_SECONDS)`: a loop stuck in a blocking call, as a bug
 would leave it. Everything else is the command as installed.
 """
 
@@ -20,7 +20,7 @@ _new_loop = runtime.new_loop
 def _blockable_loop():  # type: ignore[no-untyped-def]
     loop = _new_loop()
     seconds = float(os.environ.get("BLOCK_SECONDS", "1.5"))
-    loop.add_signal_handler(signal.SIGUSR2, lambda: time.sleep(seconds))
+    loop.add_signal_handler(signal.SIGUSR1, lambda: time.sleep(seconds))
     return loop
 
 

@@ -102,7 +102,7 @@ def test_ready_watchdog_reload_and_stopping(tmp_path: Path, notify: NotifySocket
 
         # a stuck loop misses its pings; they come back once it runs again
         blocked_at = time.monotonic()
-        proc.send_signal(signal.SIGUSR2)
+        proc.send_signal(signal.SIGUSR1)  # loop_blocker.py: the loop sleeps (SIGUSR2 dumps stacks)
         wait_until(lambda: notify.seen("WATCHDOG=1", after=blocked_at + BLOCK), 10, "pings after the block")
         pings = notify.seen("WATCHDOG=1", after=blocked_at - 1.0)
         gaps = [later - earlier for earlier, later in itertools.pairwise(pings)]
