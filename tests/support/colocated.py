@@ -6,6 +6,7 @@ max-backups of theirs; each with a plain acceptor (offset for its backups) and a
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -88,12 +89,26 @@ def node(
     )
 
 
+def _unused(taken: dict[str, int], pick: Callable[[], int]) -> int:
+    """A port from `pick` that is none of `taken`, nor the copy of one of them at + OFFSET: a port the
+    OS called free a moment ago can be handed out again before anyone binds it."""
+    busy = set(taken.values()) | {port + OFFSET for port in taken.values()}
+    while True:
+        port = pick()
+        if port not in busy and port + OFFSET not in busy:
+            return port
+
+
 def nodes(
     tmp_path: Path, asks: dict[str, list[str]], **options: Any
 ) -> tuple[list[BrokerProcess], dict[str, int]]:
     """The nodes named in `asks`, each asking the others it lists, metrics on; their ports by name."""
-    ports = {name: offset_port() for name in asks}
-    ports |= {f"{name}-{what}": free_port() for name in asks for what in ("http", "metrics")}
+    ports: dict[str, int] = {}
+    for name in asks:  # every port distinct, and none another's colocated copy (port + OFFSET)
+        ports[name] = _unused(ports, offset_port)
+    for name in asks:
+        for what in ("http", "metrics"):
+            ports[f"{name}-{what}"] = _unused(ports, free_port)
     locks = tmp_path / "locks"
     locks.mkdir()
     made = [
