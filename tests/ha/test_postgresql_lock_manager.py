@@ -18,6 +18,7 @@ from broker_core.ha.lock_managers import LockManagerError, PostgreSQLLockManager
 from tests.conftest import require
 from tests.peers import postgresql as postgresql_peer
 from tests.peers.ports import wait_until
+from tests.support.broker import BrokerProcess
 from tests.support.client import receive
 from tests.support.ha import (
     Producer,
@@ -135,21 +136,26 @@ def _try(manager: PostgreSQLLockManager, node: str) -> bool:
         return False
 
 
+def started_pair(server: postgresql_peer.PostgreSQL, home: Path) -> list[BrokerProcess]:
+    """A replicated pair started on a lock manager of its own on `server` (a short session: 2 s)."""
+    manager = lock_manager(
+        POSTGRESQL_LOCK_MANAGER,
+        connect_string=server.connect_string,
+        namespace=f"pair-{uuid.uuid4().hex[:8]}",
+        session_ms="2000",
+    )
+    members = [("primary", "primary", ""), ("backup", "backup", "")]
+    pair = replicated_servers(home, "", "", members, manager=manager)
+    for broker in pair:
+        broker.start()
+    return pair
+
+
 def test_a_pair_fails_over_on_postgresql(postgresql: postgresql_peer.PostgreSQL, tmp_path: Path) -> None:
     """A replicated pair whose lock manager is PostgreSQL: kill -9 of the primary under traffic, the
     backup takes over once the lease has expired (session-ms), with every confirmed send, and serves on;
     the activation sequence moved from 1 to 2 as with ZooKeeper."""
-    manager = lock_manager(
-        POSTGRESQL_LOCK_MANAGER,
-        connect_string=postgresql.connect_string,
-        namespace=f"pair-{uuid.uuid4().hex[:8]}",
-        session_ms="2000",
-    )
-    primary, backup = replicated_servers(
-        tmp_path, "", "", [("primary", "primary", ""), ("backup", "backup", "")], manager=manager
-    )
-    primary.start()
-    backup.start()
+    primary, backup = started_pair(postgresql, tmp_path)
     try:
         wait_until(lambda: "AMQ221024" in backup.log(), 30, "the backup to synchronize")
         with Producer() as producer:
@@ -173,17 +179,7 @@ def test_a_database_that_stops_answering_is_said_and_the_backup_takes_over_once_
     backup of a dead primary tries the lock: its try hangs in the manager. The backup says so once the
     call has gone unanswered for its bound (AMQ951140) and asks nothing more of the manager meanwhile;
     thawed, the database answers and the backup takes over and serves on."""
-    manager = lock_manager(
-        POSTGRESQL_LOCK_MANAGER,
-        connect_string=postgresql.connect_string,
-        namespace=f"frozen-{uuid.uuid4().hex[:8]}",
-        session_ms="2000",
-    )
-    primary, backup = replicated_servers(
-        tmp_path, "", "", [("primary", "primary", ""), ("backup", "backup", "")], manager=manager
-    )
-    primary.start()
-    backup.start()
+    primary, backup = started_pair(postgresql, tmp_path)
     try:
         wait_until(lambda: "AMQ221024" in backup.log(), 30, "the backup to synchronize")
         primary.kill()
