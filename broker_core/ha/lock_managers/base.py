@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Protocol
+
+from ..lock_states import LockAction, LockEvent, LockState, lock_step
 
 
 class LockManagerError(Exception):
@@ -46,3 +49,27 @@ def int_property(properties: dict[str, str], key: str, default: int) -> int:
         return int(value)
     except ValueError as exc:
         raise LockManagerError(f"lock manager property {key}={value!r} is not a number") from exc
+
+
+class LockBook:
+    """What a networked lock manager keeps of its locks: each one's state in lock_states.py's table, why
+    one was given up, and whom to tell when a held one is lost. `_guard` guards them (and whatever else
+    the manager keeps beside them)."""
+
+    def __init__(self) -> None:
+        self._states: dict[str, LockState] = {}
+        self._why: dict[str, str] = {}  # node id -> why it was given up
+        self._lost: list[Callable[[str], None]] = []
+        self._guard = threading.Lock()
+
+    def _event(self, node_id: str, event: LockEvent, why: str = "") -> None:
+        """One event of the lock's table; told, if it says so (from any thread)."""
+        with self._guard:
+            step = lock_step(self._states.get(node_id, LockState.FREE), event)
+            self._states[node_id] = step.state
+            if step.action != LockAction.REPORT_LOST:
+                return
+            self._why[node_id] = why
+            callbacks = list(self._lost)
+        for callback in callbacks:
+            callback(why)

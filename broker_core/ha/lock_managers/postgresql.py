@@ -10,8 +10,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from ..lock_states import LockAction, LockEvent, LockState, lock_step
-from .base import LockManagerError, int_property
+from ..lock_states import LockEvent, LockState
+from .base import LockBook, LockManagerError, int_property
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS amqp_mirror_ha_locks (name text PRIMARY KEY, holder text,"
@@ -39,7 +39,7 @@ _RELEASE = (
 )
 
 
-class PostgreSQLLockManager:
+class PostgreSQLLockManager(LockBook):
     """A lease per node id in PostgreSQL. The row's `expires` is the database's clock plus session-ms at
     each renewal; another server takes the row only once it expired. The holder renews every quarter of
     its grace (session-percent of session-ms) and gives the lock up once it has heard nothing for the
@@ -49,6 +49,7 @@ class PostgreSQLLockManager:
     over can never renew it back. As with ZooKeeper, the lock goes through lock_states.py's table."""
 
     def __init__(self, properties: dict[str, str]) -> None:
+        super().__init__()
         connect = properties.get("connect-string")
         if not connect:
             raise LockManagerError("the PostgreSQL lock manager needs the property connect-string")
@@ -63,11 +64,7 @@ class PostgreSQLLockManager:
         self._conn: Any = None
         self._io = threading.Lock()  # one statement at a time on the connection
         self._epochs: dict[str, int] = {}  # node id -> the epoch we took it with
-        self._states: dict[str, LockState] = {}
-        self._why: dict[str, str] = {}
-        self._lost: list[Callable[[str], None]] = []
         self._contact = 0.0
-        self._guard = threading.Lock()
         self._stopping = threading.Event()
         self._beater: threading.Thread | None = None
 
@@ -216,17 +213,6 @@ class PostgreSQLLockManager:
         if conn is not None:
             with contextlib.suppress(Exception):
                 conn.close()
-
-    def _event(self, node_id: str, event: LockEvent, why: str = "") -> None:
-        with self._guard:
-            step = lock_step(self._states.get(node_id, LockState.FREE), event)
-            self._states[node_id] = step.state
-            if step.action != LockAction.REPORT_LOST:
-                return
-            self._why[node_id] = why
-            callbacks = list(self._lost)
-        for callback in callbacks:
-            callback(why)
 
     def _heartbeat(self) -> None:
         """While a lease is held: renew it every `beat`; an answer that finds it ours moves `_contact` on

@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..lock_states import LockAction, LockEvent, LockState, lock_step
-from .base import LockManagerError, int_property
+from ..lock_states import LockEvent, LockState
+from .base import LockBook, LockManagerError, int_property
 
 _CONTENDER = "__lock__"  # kazoo's lock recipe names its nodes "<uuid>__lock__<sequence>"
 
@@ -33,7 +33,7 @@ class _HeldNode:
         return f"{self.path}/{self.node}"
 
 
-class ZooKeeperLockManager:
+class ZooKeeperLockManager(LockBook):
     """A lock goes through lock_states.py's table: held from a successful `try_lock` until `unlock`, or
     until it is given up: the session expired, the lock's node is gone, or nothing was heard from
     ZooKeeper for session-percent of session-ms (measured from when the last answered request was sent,
@@ -41,6 +41,7 @@ class ZooKeeperLockManager:
     yet: the holder gives up first). A lock only tried, never held, is never reported lost."""
 
     def __init__(self, properties: dict[str, str]) -> None:
+        super().__init__()
         connect = properties.get("connect-string")
         if not connect:
             raise LockManagerError("the ZooKeeper lock manager needs the property connect-string")
@@ -57,11 +58,7 @@ class ZooKeeperLockManager:
         self.beat = max(self.grace / 4, 0.02)
         self._client: Any = None
         self._held: dict[str, _HeldNode] = {}  # node id -> our node, first in its lock's queue
-        self._states: dict[str, LockState] = {}
-        self._why: dict[str, str] = {}  # node id -> why it was given up
-        self._lost: list[Callable[[str], None]] = []
         self._contact = 0.0  # monotonic time the last answered request was sent
-        self._guard = threading.Lock()
         self._stopping = threading.Event()
         self._beater: threading.Thread | None = None
 
@@ -247,18 +244,6 @@ class ZooKeeperLockManager:
         if client is None or not client.connected:
             raise LockManagerError(f"not connected to ZooKeeper at {self.connect_string}")
         return client
-
-    def _event(self, node_id: str, event: LockEvent, why: str = "") -> None:
-        """One event of the lock's table; told, if it says so (from any thread)."""
-        with self._guard:
-            step = lock_step(self._states.get(node_id, LockState.FREE), event)
-            self._states[node_id] = step.state
-            if step.action != LockAction.REPORT_LOST:
-                return
-            self._why[node_id] = why
-            callbacks = list(self._lost)
-        for callback in callbacks:
-            callback(why)
 
     def _listen(self, state: Any) -> None:
         """kazoo's thread: an expired session took our lock's node with it."""
