@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +90,7 @@ class Candidates:
     def __init__(self, path: Path, buckets: set[int], ids_per_range: int) -> None:
         import pyarrow.parquet as pq
 
-        self.buckets, self.ids = buckets, ids_per_range
+        self.path, self.buckets, self.ids = path, buckets, ids_per_range
         intervals = id_intervals(buckets, ids_per_range)
         self.groups: list[tuple[Path, list[int]]] = []
         self.rows = 0
@@ -113,21 +112,22 @@ class Candidates:
             if picked:
                 self.groups.append((f, picked))
 
-    def read(self, rids: set[int], snf: set[tuple[str, int]]) -> tuple[list[Row], list[Row], set[int]]:
+    def read(self, rids: set[int], snf: set[tuple[str, int]]) -> tuple[Any, list[Row], set[int]]:
         """The references pass 2 looks at, as ``ranges.pass2_rows`` and the picks select them: client
-        sends (one row per queue, ``queue`` naming it) and acks whose range is one of ``rids``, and the
-        store-and-forward sends and acks of the ``snf`` (queue, local id bucket) pairs; and the local ids
-        of the messages whose store-and-forward reference was paged on its own (``snf_copies``). Read a
-        few row groups at a time, each batch cut to its wanted buckets and picked at once, in Arrow: the
-        memory held is one batch and what is kept, and only what is kept becomes Python rows."""
+        sends (one row per queue, ``queue`` naming it) and acks whose range is one of ``rids`` (an Arrow
+        table), and the store-and-forward sends and acks
+        of the ``snf`` (queue, local id bucket) pairs; and the local ids of the messages whose
+        store-and-forward reference was paged on its own (``snf_copies``). Read a few row groups at a
+        time, each batch cut to its wanted buckets and picked at once, in Arrow: the memory held is one
+        batch and what is kept."""
         import pyarrow as pa
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
 
         ids = self.ids
         wanted = pa.array(sorted(self.buckets), pa.int64())
-        known: dict[str, bool] = {}  # range key -> in ``rids``, across batches
-        client: list[Row] = []
+        known: dict[tuple[Any, ...], bool] = {}  # (broker, queue, id bucket) -> in ``rids``
+        client: list[Any] = []
         store: list[Row] = []
         copies: set[int] = set()
         for f, groups in self.groups:
@@ -142,11 +142,14 @@ class Candidates:
                     continue
                 plain = _plain(kept)
                 copies.update(snf_copies(plain))
-                refs = _references(plain)
-                in_client, in_store = _picks(refs, rids, snf, ids, known)
-                client += refs.filter(in_client).to_pylist()
-                store += refs.filter(in_store).to_pylist()
-        return client, store, copies
+                in_client, in_store = _picked(plain, rids, snf, ids, known)
+                client.append(in_client)
+                store += in_store.to_pylist()
+        if not client:  # nothing kept: no reference, in the columns of one
+            first = self.groups[0][0] if self.groups else parquet_files(self.path)[0]
+            empty = pq.ParquetFile(first).schema_arrow.empty_table().select(PASS2_COLUMNS)
+            client.append(_picked(empty, rids, snf, ids, known)[0])
+        return pa.concat_tables(client), store, copies
 
 
 def snf_copies(table: Any) -> list[int]:
@@ -163,25 +166,42 @@ def snf_copies(table: Any) -> list[int]:
     return ids
 
 
-def _references(table: Any) -> Any:
-    """Each send split into one row per queue it names (``queue``), with ``queued``: whether it named a
-    store-and-forward queue; and the acks (``queues`` dropped, ``queued`` null)."""
+def _picked(
+    table: Any, rids: set[int], snf: set[tuple[str, int]], ids: int, known: dict[tuple[Any, ...], bool]
+) -> tuple[Any, Any]:
+    """The references of ``table`` that pass 2 looks at (``_picks``): the client ones and the
+    store-and-forward ones. A send is split into one row per queue it names (``queue``), with
+    ``queued``: whether it named a store-and-forward queue; an ack keeps its row (``queued`` null).
+    Picked on a thin table of the columns the picks read; only the rows kept are assembled whole."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
     sends = table.filter(pc.equal(table["event"], "send"))
+    acks = table.filter(pc.equal(table["event"], "ack")).drop_columns(["queues"])
     parents = pc.list_parent_indices(sends["queues"])
     queues = pc.list_flatten(sends["queues"])
     named = np.zeros(sends.num_rows, dtype=bool)  # per send: any of its queues a store-and-forward one
     internal = pc.fill_null(pc.starts_with(queues, MIRROR_ADDRESS_PREFIX), False)
     named[parents.filter(internal).to_numpy()] = True
-    split = sends.take(parents).drop_columns(["queues", "queue"])
-    split = split.append_column("queue", queues)
-    split = split.append_column("queued", pa.array(named).take(parents))
-    acks = table.filter(pc.equal(table["event"], "ack")).drop_columns(["queues"])
-    acks = acks.append_column("queued", pa.nulls(acks.num_rows, pa.bool_()))
-    return pa.concat_tables([split, acks.select(split.column_names)])
+    thin = ["event", "node_id", "message_id", "identity_broker", "identity_id", "address"]
+    refs = pa.concat_tables(
+        [sends.select(thin).take(parents).append_column("queue", queues), acks.select([*thin, "queue"])]
+    )
+    split = len(queues)  # refs: the split sends, then the acks
+
+    def assemble(mask: Any) -> Any:
+        on_send = mask.slice(0, split)
+        kept = parents.filter(on_send)
+        out = sends.take(kept).drop_columns(["queues", "queue"])
+        out = out.append_column("queue", queues.filter(on_send))
+        out = out.append_column("queued", pa.array(named).take(kept))
+        settled = acks.filter(mask.slice(split))
+        settled = settled.append_column("queued", pa.nulls(settled.num_rows, pa.bool_()))
+        return pa.concat_tables([out, settled.select(out.column_names)])
+
+    in_client, in_store = _picks(refs, rids, snf, ids, known)
+    return assemble(in_client), assemble(in_store)
 
 
 def _plain(table: Any) -> Any:
@@ -195,17 +215,14 @@ def _plain(table: Any) -> Any:
 
 
 def _picks(
-    refs: Any, rids: set[int], snf: set[tuple[str, int]], ids: int, known: dict[str, bool] | None = None
+    refs: Any, rids: set[int], snf: set[tuple[str, int]], ids: int, known: dict[tuple[Any, ...], bool]
 ) -> tuple[Any, Any]:
     """Which rows of ``refs`` are client references (or acks) in one of ``rids``, and which are
     store-and-forward ones in one of the ``snf`` pairs: two boolean arrays, computed in Arrow. A range
-    id is hashed once per distinct (broker, queue, id bucket), found through an injective string key
-    (``len(broker):broker:queue:bucket``)."""
+    id is hashed once per distinct (broker, queue, id bucket) (``known``, across batches)."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
-
-    def text(values: Any) -> Any:
-        return pc.cast(values, pa.string())
 
     queue, event = refs["queue"], refs["event"]
     internal_q = pc.fill_null(pc.starts_with(queue, MIRROR_ADDRESS_PREFIX), False)
@@ -216,37 +233,37 @@ def _picks(
     client = pc.and_(pc.and_(has_queue, pc.invert(internal_q)), pc.invert(dropped))
     store = pc.and_(has_queue, internal_q)
 
-    local = text(_bucket(refs["message_id"], ids))
-    wanted = pa.array(sorted(f"{q}:{b}" for q, b in snf), pa.string())
-    store = pc.and_(
-        store, pc.fill_null(pc.is_in(pc.binary_join_element_wise(queue, local, ":"), wanted), False)
-    )
+    by_queue: dict[str, list[int]] = {}
+    for name, b in snf:
+        by_queue.setdefault(name, []).append(b)
+    local = _bucket(refs["message_id"], ids)
+    pairs = pa.array([False] * refs.num_rows, pa.bool_())
+    for name, buckets in by_queue.items():
+        here = pc.and_(pc.equal(queue, name), pc.is_in(local, value_set=pa.array(buckets, pa.int64())))
+        pairs = pc.or_(pairs, pc.fill_null(here, False))
+    store = pc.and_(store, pairs)
 
     # an orphan ack is keyed by its local name (transforms.identified_acks)
     broker, ident = refs["identity_broker"], refs["identity_id"]
     orphan = pc.and_(pc.equal(event, "ack"), pc.or_(pc.is_null(broker), pc.is_null(ident)))
-    broker = pc.coalesce(pc.if_else(orphan, refs["node_id"], broker), "")
-    ident = pc.if_else(orphan, refs["message_id"], ident)
-    key = pc.binary_join_element_wise(
-        text(pc.utf8_length(broker)),
-        broker,
-        pc.coalesce(queue, ""),
-        pc.coalesce(text(_bucket(ident, ids)), ""),
-        ":",
-    )
-    encoded = pc.dictionary_encode(key).combine_chunks()
-    known = {} if known is None else known
-    in_rids = []
-    for k in encoded.dictionary.to_pylist():
-        hit = known.get(k)
+    bucket = _bucket(pc.if_else(orphan, refs["message_id"], ident), ids)
+    cells = pa.table({
+        "b": pc.coalesce(pc.if_else(orphan, refs["node_id"], broker), ""), "q": pc.coalesce(queue, ""),
+        "k": pc.fill_null(bucket, 0), "has": pc.cast(pc.is_valid(bucket), pa.int8()),
+        "n": pa.array(np.arange(refs.num_rows, dtype=np.int64)),
+    }).filter(client)  # fmt: skip
+    ranges = cells.group_by(["b", "q", "k", "has"], use_threads=False).aggregate([])
+    hits = []
+    for b, q, k, has in zip(*(ranges[c].to_pylist() for c in ("b", "q", "k", "has")), strict=True):
+        hit = known.get((b, q, k, has))
         if hit is None:
-            length, rest = k.split(":", 1)
-            b, rest = rest[: int(length)], rest[int(length) + 1 :]
-            q, bucket = rest.rsplit(":", 1)
-            hit = known[k] = _range_id_of_bucket(b, q, int(bucket) if bucket else None) in rids
-        in_rids.append(hit)
-    client = pc.and_(client, pc.take(pa.array(in_rids, pa.bool_()), encoded.indices))
-    return client, store
+            hit = known[b, q, k, has] = _range_id_of_bucket(b, q, k if has else None) in rids
+        hits.append(hit)
+    wanted = ranges.filter(pa.array(hits, pa.bool_()))
+    rows = cells.join(wanted, ["b", "q", "k", "has"], join_type="left semi")
+    in_rids = np.zeros(refs.num_rows, dtype=bool)
+    in_rids[rows["n"].to_numpy()] = True
+    return pc.and_(client, pa.array(in_rids)), store
 
 
 def _bucket(values: Any, ids: int) -> Any:
@@ -282,67 +299,67 @@ def _internal(name: str | None) -> bool:
 
 
 # ------------------------------------------------------------------------------- one side
+#
+# Both sides' states and their comparison are Arrow tables and joins (Acero's hash join: a key with a
+# null part matches nothing, as in SQL); only the statuses of references a side has no record of are
+# decided per row in Python (``history.missing_status``), and only the diverged references become
+# Python rows.
 
 
-def side_state(refs: list[Row], copies: set[int] | frozenset[int] = frozenset()) -> list[Row]:
-    """``transforms.side_state`` of one side's client references (sends split per queue, and acks);
-    ``copies``: the local ids of the messages whose store-and-forward reference was paged on its own."""
-    sends = [r for r in refs if r["event"] == "send"]
-    acks = []
-    for r in refs:
-        if r["event"] != "ack":
-            continue
-        known = r["identity_broker"] is not None and r["identity_id"] is not None
-        acks.append(
-            {
-                "identity_broker": r["identity_broker"] if known else r["node_id"],
-                "identity_id": r["identity_id"] if known else r["message_id"],
-                "queue": r["queue"],
-                "ack_address": r["address"],
-                "ack_reason": r["ack_reason"],
-                "ack_via_mirror": r["via_mirror"],
-                "acked_ms": r["timestamp_ms"],
-                "ack_message_id": r["message_id"],
-            }
-        )
-    out = []
-    for ref, settled in full_outer(sends, acks, _key):
-        reason = settled["ack_reason"] if settled else None
-        via = settled["ack_via_mirror"] if settled else None
-        status = _status(ref is not None, reason)
-        any_ = ref or settled
-        assert any_ is not None
-        out.append(
-            {
-                "identity_broker": any_["identity_broker"],
-                "identity_id": any_["identity_id"],
-                "queue": any_["queue"],
-                "address": _first(ref and ref["address"], settled and settled["ack_address"]),
-                "status": status,
-                "consumed": reason == AckReason.NORMAL and not via,
-                "ack_reason": reason,
-                "ack_via_mirror": via,
-                "digest": ref and ref["digest64"],
-                "size": ref and ref["size"],
-                "sent_ms": ref and ref["timestamp_ms"],
-                "acked_ms": settled and settled["acked_ms"],
-                "segment": ref and ref["segment"],
-                "offset": ref and ref["offset"],
-                "message_id": _first(ref and ref["message_id"], settled and settled["ack_message_id"]),
-                "repaired": ref and ref["repaired"],
-                "send_via_mirror": ref and ref["via_mirror"],
-                "queued": ref and (bool(ref["queued"]) or ref["message_id"] in copies),
-            }
-        )
-    return out
+def side_state(client: Any, copies: set[int] | frozenset[int] = frozenset()) -> Any:
+    """``transforms.side_state`` of one side's client references (``Candidates.read``: sends split per
+    queue, and acks), an Arrow table keyed by ``KEY``; ``copies``: the local ids of the messages whose
+    store-and-forward reference was paged on its own."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
-
-def _status(sent: bool, reason: int | None) -> str:
-    if not sent:
-        return "orphan_ack"
-    if reason is None:
-        return "live"
-    return "removed" if reason == REMOVED_WITH_QUEUE else "acked"
+    event = client["event"]
+    sends = client.filter(pc.fill_null(pc.equal(event, "send"), False))
+    acks = client.filter(pc.fill_null(pc.equal(event, "ack"), False))
+    # an orphan ack (no identity) is keyed by its local name (transforms.identified_acks)
+    broker, ident = acks["identity_broker"], acks["identity_id"]
+    orphan = pc.or_(pc.is_null(broker), pc.is_null(ident))
+    queued = pc.or_(
+        pc.fill_null(sends["queued"], False),
+        pc.is_in(sends["message_id"], value_set=pa.array(sorted(copies), pa.int64())),
+    )
+    refs = pa.table({
+        **{k: sends[k] for k in KEY}, "send_address": sends["address"], "digest": sends["digest64"],
+        "size": sends["size"], "sent_ms": sends["timestamp_ms"], "segment": sends["segment"],
+        "offset": sends["offset"], "send_message_id": sends["message_id"], "repaired": sends["repaired"],
+        "send_via_mirror": sends["via_mirror"], "queued": pc.fill_null(queued, False),
+        "sent": pa.array([True] * sends.num_rows, pa.bool_()),
+    })  # fmt: skip
+    settled = pa.table({
+        "identity_broker": pc.if_else(orphan, acks["node_id"], broker),
+        "identity_id": pc.if_else(orphan, acks["message_id"], ident), "queue": acks["queue"],
+        "ack_address": acks["address"], "ack_reason": acks["ack_reason"],
+        "ack_via_mirror": acks["via_mirror"], "acked_ms": acks["timestamp_ms"],
+        "ack_message_id": acks["message_id"],
+    })  # fmt: skip
+    state = refs.join(settled, KEY, join_type="full outer")
+    sent, reason = pc.fill_null(state["sent"], False), state["ack_reason"]
+    status = pc.if_else(
+        sent,
+        pc.if_else(
+            pc.is_null(reason), "live", pc.if_else(pc.equal(reason, REMOVED_WITH_QUEUE), "removed", "acked")
+        ),
+        "orphan_ack",
+    )
+    consumed = pc.and_(
+        pc.fill_null(pc.equal(reason, AckReason.NORMAL), False),
+        pc.invert(pc.fill_null(state["ack_via_mirror"], False)),
+    )
+    return pa.table({
+        **{k: state[k] for k in KEY}, "address": pc.coalesce(state["send_address"], state["ack_address"]),
+        "status": status, "consumed": consumed, "ack_reason": reason, "digest": state["digest"],
+        "size": state["size"], "sent_ms": state["sent_ms"], "acked_ms": state["acked_ms"],
+        "segment": state["segment"], "offset": state["offset"],
+        "message_id": pc.coalesce(state["send_message_id"], state["ack_message_id"]),
+        "repaired": state["repaired"], "send_via_mirror": state["send_via_mirror"],
+        "queued": pc.if_else(sent, state["queued"], pa.scalar(None, pa.bool_())),
+        "present": pc.is_valid(status),
+    })  # fmt: skip
 
 
 def unmirrored(refs: list[Row]) -> dict[str, Any]:
@@ -363,9 +380,15 @@ def unmirrored(refs: list[Row]) -> dict[str, Any]:
 # ------------------------------------------------------------------------------- both sides
 
 
+KEY = ["identity_broker", "identity_id", "queue"]
+_CARRIED = ["consumed", "ack_reason", "digest", "size", "segment", "offset", "message_id", "repaired",
+            "sent_ms", "acked_ms"]  # fmt: skip
+_HOLDS, _SETTLED = ["live", "acked"], ["acked", "gone"]
+
+
 def classify(
-    dc1: list[Row],
-    dc2: list[Row],
+    dc1: Any,
+    dc2: Any,
     *,
     node1: str,
     node2: str,
@@ -373,86 +396,96 @@ def classify(
     marks2: dict[str, int],
     names: tuple[str, str],
     history: tuple[SideHistory, SideHistory] = (SideHistory(), SideHistory()),
-    in_sync: Counter[str | None] | None = None,
-) -> list[Row]:
-    """``transforms.classify`` of two ``side_state`` results. With ``in_sync``, the references in sync
-    are only counted there, per address, not returned."""
-    out = []
-    for a, b in full_outer(dc1, dc2, _key):
-        any_ = a or b
-        assert any_ is not None
-        broker, ident, queue = any_["identity_broker"], any_["identity_id"], any_["queue"]
-        s1 = a["status"] if a else _missing(history[0], node1, marks1, broker, ident, queue, b, history[1])
-        s2 = b["status"] if b else _missing(history[1], node2, marks2, broker, ident, queue, a, history[0])
-        cls, side = _class(a, b, s1, s2, names)
-        address = _first(a and a["address"], b and b["address"])
-        if in_sync is not None and cls == "in_sync":
-            in_sync[address] += 1
-            continue
-        times = [r[c] for r in (a, b) if r for c in ("sent_ms", "acked_ms") if r[c] is not None]
-        row = {
-            "identity_broker": broker,
-            "identity_id": ident,
-            "queue": any_["queue"],
-            "address": address,
-            "class": cls,
-            "side": side,
-            "dc1_status": s1,
-            "dc2_status": s2,
-            "first_ms": min(times) if times else None,
-            "last_ms": max(times) if times else None,
-        }
-        for prefix, r in (("dc1", a), ("dc2", b)):
-            for c in _CARRIED:
-                row[f"{prefix}_{c}"] = r[c] if r else None
-        out.append(row)
-    return out
+) -> tuple[list[Row], Counter[str | None]]:
+    """``transforms.classify`` of two ``side_state`` tables: the references not in sync, as rows, and
+    the count of those in sync per address."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
-
-_CARRIED = ["consumed", "ack_reason", "digest", "size", "segment", "offset", "message_id", "repaired",
-            "sent_ms", "acked_ms"]  # fmt: skip
+    both = dc1.join(dc2, KEY, join_type="full outer", left_suffix="_1", right_suffix="_2")
+    statuses = []
+    for n, (node, marks) in enumerate(((node1, marks1), (node2, marks2)), start=1):
+        other = 3 - n
+        lacking = pc.is_null(both[f"present_{n}"]).combine_chunks()
+        facts = [*KEY, f"segment_{other}", f"send_via_mirror_{other}", f"queued_{other}"]
+        lacked = [
+            _missing(history[n - 1], node, marks, r, history[other - 1], other)
+            for r in both.filter(lacking).select(facts).to_pylist()
+        ]
+        status = both[f"status_{n}"].combine_chunks()
+        statuses.append(pc.replace_with_mask(status, lacking, pa.array(lacked, pa.string())))
+    s1, s2 = statuses
+    cls, side = _class(both, s1, s2, names)
+    address = pc.coalesce(both["address_1"], both["address_2"])
+    synced = pc.equal(cls, "in_sync")
+    counts = pa.table({"address": address.filter(synced)}).group_by("address", use_threads=False)
+    counts = counts.aggregate([([], "count_all")])
+    in_sync = Counter(dict(zip(counts["address"].to_pylist(), counts["count_all"].to_pylist(), strict=True)))
+    times = [both[f"{c}_{n}"] for n in (1, 2) for c in ("sent_ms", "acked_ms")]
+    diverged = pa.table({
+        **{k: both[k] for k in KEY}, "address": address, "class": cls, "side": side,
+        "dc1_status": s1, "dc2_status": s2,
+        "first_ms": pc.min_element_wise(*times), "last_ms": pc.max_element_wise(*times),
+        **{f"dc{n}_{c}": both[f"{c}_{n}"] for n in (1, 2) for c in _CARRIED},
+    }).filter(pc.invert(synced))  # fmt: skip
+    rows: list[Row] = diverged.to_pylist()
+    return rows, in_sync
 
 
 def _missing(
-    history: SideHistory,
-    node: str,
-    marks: dict[str, int],
-    broker: str | None,
-    ident: int | None,
-    queue: str | None,
-    other: Row | None,
-    other_history: SideHistory,
+    history: SideHistory, node: str, marks: dict[str, int], r: Row, other_history: SideHistory, other: int
 ) -> str:
-    """A side with no record of the reference (``history.missing_status``); ``other``: the other
-    side's state of it."""
+    """A side with no record of the reference ``r`` (its key and the other side's state of it,
+    suffixed ``other``): ``history.missing_status``."""
+    broker = r["identity_broker"]
     mark = marks.get(broker) if broker is not None else None
-    carried = other is not None and never_carried(
-        other_history.trimmed(other["segment"]), other["send_via_mirror"], other["queued"]
+    carried = never_carried(
+        other_history.trimmed(r[f"segment_{other}"]), r[f"send_via_mirror_{other}"], r[f"queued_{other}"]
     )
-    return missing_status(history, node, mark, broker, ident, queue, carried)
+    return missing_status(history, node, mark, broker, r["identity_id"], r["queue"], carried)
 
 
-def _class(a: Row | None, b: Row | None, s1: str, s2: str, names: tuple[str, str]) -> tuple[str, str | None]:
-    holds = ("live", "acked")
-    settled = ("acked", "gone")
-    if s1 == "orphan_ack" or s2 == "orphan_ack":
-        return "orphan_ack", names[0] if s1 == "orphan_ack" else names[1]
-    digests = (a and a["digest"], b and b["digest"])
-    if s1 in holds and s2 in holds and None not in digests and digests[0] != digests[1]:
-        return "payload_differs", None
-    if s1 == "acked" and s2 == "acked" and a and b and a["consumed"] and b["consumed"]:
-        return "consumed_both", None
-    if (s1 == "live" and s2 in settled) or (s2 == "live" and s1 in settled):
-        return "acked_one_side", names[1] if s1 == "live" else names[0]
-    if (s1 == "live" and s2 == "absent") or (s2 == "live" and s1 == "absent"):
-        return "one_side_only", names[0] if s1 == "live" else names[1]
-    if (s1 == "live" and s2 in UNHELD) or (s2 == "live" and s1 in UNHELD):
-        return "not_mirrored", names[0] if s1 == "live" else names[1]
-    return "in_sync", None
+def _class(both: Any, s1: Any, s2: Any, names: tuple[str, str]) -> tuple[Any, Any]:
+    """The class of every reference and the side it names (``transforms.classify``'s rules), in order:
+    an orphan ack, a payload that differs between two held copies, consumed on both, consumed on one
+    side only, held on one side only, held on one side where the mirror does not carry it, else in
+    sync."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    def one(s: Any, values: list[str]) -> Any:
+        return pc.is_in(s, value_set=pa.array(values, pa.string()))
+
+    live1, live2 = pc.equal(s1, "live"), pc.equal(s2, "live")
+    d1, d2 = both["digest_1"], both["digest_2"]
+    rules = [
+        (pc.or_(pc.equal(s1, "orphan_ack"), pc.equal(s2, "orphan_ack")), "orphan_ack",
+         pc.if_else(pc.equal(s1, "orphan_ack"), names[0], names[1])),
+        (pc.and_(pc.and_(one(s1, _HOLDS), one(s2, _HOLDS)), pc.fill_null(pc.not_equal(d1, d2), False)),
+         "payload_differs", None),
+        (pc.and_(pc.and_(pc.equal(s1, "acked"), pc.equal(s2, "acked")),
+                 pc.fill_null(pc.and_(both["consumed_1"], both["consumed_2"]), False)),
+         "consumed_both", None),
+        (pc.or_(pc.and_(live1, one(s2, _SETTLED)), pc.and_(live2, one(s1, _SETTLED))), "acked_one_side",
+         pc.if_else(live1, names[1], names[0])),
+        (pc.or_(pc.and_(live1, pc.equal(s2, "absent")), pc.and_(live2, pc.equal(s1, "absent"))),
+         "one_side_only", pc.if_else(live1, names[0], names[1])),
+        (pc.or_(pc.and_(live1, one(s2, list(UNHELD))), pc.and_(live2, one(s1, list(UNHELD)))),
+         "not_mirrored", pc.if_else(live1, names[0], names[1])),
+    ]  # fmt: skip
+    cls: Any = pa.array(["in_sync"] * len(s1), pa.string())
+    side: Any = pa.nulls(len(s1), pa.string())
+    for test, name, named in reversed(rules):  # the first rule that holds wins
+        cls = pc.if_else(test, name, cls)
+        side = pc.if_else(test, named if named is not None else pa.scalar(None, pa.string()), side)
+    return cls, side
+
+
+# ------------------------------------------------------------------------------- pass 2
 
 
 def pass2(
-    sides: list[tuple[list[Row], list[Row], set[int]]],
+    sides: list[tuple[Any, list[Row], set[int]]],
     *,
     nodes: list[str],
     marks: list[dict[str, int]],
@@ -464,57 +497,15 @@ def pass2(
     the diverged references (at most ``plan_limit + 1``), the in-sync counts per address, each side's
     recovery-point gap."""
     states = [side_state(client, copies) for client, _, copies in sides]
-    in_sync: Counter[str | None] = Counter()
     both = (history[0], history[1]) if history else (SideHistory(), SideHistory())
-    diverged = classify(
-        *states,
-        node1=nodes[0],
-        node2=nodes[1],
-        marks1=marks[0],
-        marks2=marks[1],
-        names=names,
-        history=both,
-        in_sync=in_sync,
-    )[: plan_limit + 1]
+    diverged, in_sync = classify(
+        *states, node1=nodes[0], node2=nodes[1], marks1=marks[0], marks2=marks[1], names=names, history=both
+    )
     gap = [unmirrored(store) for _, store, _ in sides]
-    return diverged, [{"address": a, "count": n} for a, n in in_sync.items()], gap
+    return diverged[: plan_limit + 1], [{"address": a, "count": n} for a, n in in_sync.items()], gap
 
 
 # ------------------------------------------------------------------------------- helpers
-
-
-def _key(r: Row) -> tuple[Any, Any, Any]:
-    return r["identity_broker"], r["identity_id"], r["queue"]
-
-
-def full_outer(
-    left: list[Row], right: list[Row], key: Callable[[Row], tuple[Any, ...]]
-) -> list[tuple[Row | None, Row | None]]:
-    """SQL's full outer equi-join: every matching pair, and each unmatched row alone; a key with a null
-    part matches nothing."""
-    index: dict[tuple[Any, ...], list[int]] = defaultdict(list)
-    for n, r in enumerate(right):
-        k = key(r)
-        if None not in k:
-            index[k].append(n)
-    matched = [False] * len(right)
-    out: list[tuple[Row | None, Row | None]] = []
-    for lrow in left:
-        k = key(lrow)
-        hits = index.get(k) if None not in k else None
-        if not hits:
-            out.append((lrow, None))
-            continue
-        for n in hits:
-            matched[n] = True
-            out.append((lrow, right[n]))
-    out.extend((None, r) for r, m in zip(right, matched, strict=True) if not m)
-    return out
-
-
-def _first(a: Any, b: Any) -> Any:
-    """SQL's coalesce."""
-    return a if a is not None else b
 
 
 def _least(a: Any, b: Any) -> Any:
