@@ -1,12 +1,12 @@
-"""Pass 2 on the driver: the differing ranges classified in plain Python when their records are few.
+"""Pass 2 on the driver: the differing ranges classified with Arrow when their records are few.
 
 After pass 1 the references left to classify usually sit in a few local id buckets of each side (a
 few percent of the records, or less). Spark's cost for those is fixed, not per row: planning a dozen
 joins, scheduling their stages, a cached read; on a 1 M-message pair that was more than the
 classification of every reference. So when both sides are Parquet files the driver can read, and the
 row groups whose message id statistics overlap those buckets hold at most ``MAX_ROWS`` rows, the
-driver reads just those row groups with Arrow and classifies them here; otherwise (the journal data
-source, or a large divergence) pass 2 stays a Spark job.
+driver reads just those row groups with Arrow and classifies them here, in Arrow's compute functions
+and hash joins; otherwise (the journal data source, or a large divergence) pass 2 stays a Spark job.
 
 The rules are those of the Spark transforms, SQL's null semantics included: ``transforms.side_state``
 with the ``ranges.in_ranges`` pick, ``transforms.classify``, ``transforms.unmirrored`` with the
@@ -134,8 +134,8 @@ class Candidates:
             # the repetitive strings (one node id, a few events, addresses, brokers) read as dictionaries
             # and decoded only for the rows kept
             parquet = pq.ParquetFile(f, read_dictionary=DICTIONARY_COLUMNS)
-            for first in range(0, len(groups), READ_GROUPS):
-                table = parquet.read_row_groups(groups[first : first + READ_GROUPS], columns=PASS2_COLUMNS)
+            for at in range(0, len(groups), READ_GROUPS):
+                table = parquet.read_row_groups(groups[at : at + READ_GROUPS], columns=PASS2_COLUMNS)
                 local = _bucket(table["message_id"], ids)
                 kept = table.filter(pc.fill_null(pc.is_in(local, value_set=wanted), False))
                 if kept.num_rows == 0:
@@ -146,8 +146,8 @@ class Candidates:
                 client.append(in_client)
                 store += in_store.to_pylist()
         if not client:  # nothing kept: no reference, in the columns of one
-            first = self.groups[0][0] if self.groups else parquet_files(self.path)[0]
-            empty = pq.ParquetFile(first).schema_arrow.empty_table().select(PASS2_COLUMNS)
+            some = self.groups[0][0] if self.groups else parquet_files(self.path)[0]
+            empty = pq.ParquetFile(some).schema_arrow.empty_table().select(PASS2_COLUMNS)
             client.append(_picked(empty, rids, snf, ids, known)[0])
         return pa.concat_tables(client), store, copies
 
@@ -237,7 +237,7 @@ def _picks(
     for name, b in snf:
         by_queue.setdefault(name, []).append(b)
     local = _bucket(refs["message_id"], ids)
-    pairs = pa.array([False] * refs.num_rows, pa.bool_())
+    pairs = pa.repeat(False, refs.num_rows)
     for name, buckets in by_queue.items():
         here = pc.and_(pc.equal(queue, name), pc.is_in(local, value_set=pa.array(buckets, pa.int64())))
         pairs = pc.or_(pairs, pc.fill_null(here, False))
@@ -328,7 +328,7 @@ def side_state(client: Any, copies: set[int] | frozenset[int] = frozenset()) -> 
         "size": sends["size"], "sent_ms": sends["timestamp_ms"], "segment": sends["segment"],
         "offset": sends["offset"], "send_message_id": sends["message_id"], "repaired": sends["repaired"],
         "send_via_mirror": sends["via_mirror"], "queued": pc.fill_null(queued, False),
-        "sent": pa.array([True] * sends.num_rows, pa.bool_()),
+        "sent": pa.repeat(True, sends.num_rows),
     })  # fmt: skip
     settled = pa.table({
         "identity_broker": pc.if_else(orphan, acks["node_id"], broker),
@@ -473,7 +473,7 @@ def _class(both: Any, s1: Any, s2: Any, names: tuple[str, str]) -> tuple[Any, An
         (pc.or_(pc.and_(live1, one(s2, list(UNHELD))), pc.and_(live2, one(s1, list(UNHELD)))),
          "not_mirrored", pc.if_else(live1, names[0], names[1])),
     ]  # fmt: skip
-    cls: Any = pa.array(["in_sync"] * len(s1), pa.string())
+    cls: Any = pa.repeat("in_sync", len(s1))
     side: Any = pa.nulls(len(s1), pa.string())
     for test, name, named in reversed(rules):  # the first rule that holds wins
         cls = pc.if_else(test, name, cls)
