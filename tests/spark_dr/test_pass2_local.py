@@ -172,6 +172,27 @@ def test_pass_2_stays_on_spark_past_the_row_limit_or_off_the_drivers_disk(
     assert got == want
 
 
+def test_a_reference_with_no_id_is_picked_in_the_range_spark_gives_it() -> None:
+    """A key with a null id is hashed as Spark's ``xxhash64`` does (the null skipped), not as id 0:
+    the reference is picked by the range Spark gave it, and only by that one."""
+    import pyarrow as pa
+
+    from spark_dr.pass2_local import _picks, range_id
+
+    refs = pa.table({
+        "event": ["send", "send"], "node_id": [N1, N1], "message_id": [5, 6],
+        "identity_broker": [N1, N1], "identity_id": pa.array([None, 0], pa.int64()),
+        "address": ["q", "q"], "queue": ["q", "q"],
+    })  # fmt: skip
+    for ids in (1, 4):
+        for rids, want in (
+            ({range_id(N1, "q", None, ids)}, [True, False]),
+            ({range_id(N1, "q", 0, ids)}, [False, True]),
+        ):
+            client, _ = _picks(refs, rids, set(), ids, {})
+            assert client.to_pylist() == want, (ids, rids)
+
+
 def test_node_id_from_the_footer(spark: Any, tmp_path: Path) -> None:
     from spark_dr.pass2_local import footer_node_id
 
