@@ -99,8 +99,10 @@ def _cells(records: DataFrame, ids: int) -> DataFrame:
     valid = q.isNotNull() & (is_mark | ~is_send | internal(q) | ~internal(a))
     first = F.coalesce(F.col("pos") == 0, F.lit(True))  # one row per record counts it
     cells = cells.select("*", valid.alias("valid"), first.alias("first"), internal(q).alias("internal_q"))
+    # no filter on ``valid | first``: a cell neither valid nor first (a send's client queue on an internal
+    # address, after its first queue) adds nothing (an OTHER row of zeros at its record's time), and
+    # Spark pushed such a filter below the projection, evaluating ``valid`` twice per cell
     valid = F.col("valid")
-    cells = cells.filter(valid | F.col("first"))
     known = F.col("identity_broker").isNotNull() & F.col("identity_id").isNotNull()
     consumed = F.coalesce(
         (F.col("ack_reason") == 0) & ~F.coalesce(F.col("via_mirror"), F.lit(False)), F.lit(False)
