@@ -114,12 +114,11 @@ class Candidates:
 
     def read(self, rids: set[int], snf: set[tuple[str, int]]) -> tuple[Any, list[Row], set[int]]:
         """The references pass 2 looks at, as ``ranges.pass2_rows`` and the picks select them: client
-        sends (one row per queue, ``queue`` naming it) and acks whose range is one of ``rids`` (an Arrow
-        table), and the store-and-forward sends and acks
-        of the ``snf`` (queue, local id bucket) pairs; and the local ids of the messages whose
-        store-and-forward reference was paged on its own (``snf_copies``). Read a few row groups at a
-        time, each batch cut to its wanted buckets and picked at once, in Arrow: the memory held is one
-        batch and what is kept."""
+        sends (one row per queue, ``queue`` naming it) and acks whose range is one of ``rids``, as one
+        Arrow table; the store-and-forward sends and acks of the ``snf`` (queue, local id bucket) pairs,
+        as rows; and the local ids of the messages whose store-and-forward reference was paged on its
+        own (``snf_copies``). Read a few row groups at a time, each batch cut to its wanted buckets and
+        picked at once, in Arrow: the memory held is one batch and what is kept."""
         import pyarrow as pa
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
@@ -358,6 +357,7 @@ def side_state(client: Any, copies: set[int] | frozenset[int] = frozenset()) -> 
         "message_id": pc.coalesce(state["send_message_id"], state["ack_message_id"]),
         "repaired": state["repaired"], "send_via_mirror": state["send_via_mirror"],
         "queued": pc.if_else(sent, state["queued"], pa.scalar(None, pa.bool_())),
+        # true on every row: after ``classify``'s outer join, null on the side lacking the reference
         "present": pc.is_valid(status),
     })  # fmt: skip
 
