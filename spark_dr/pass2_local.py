@@ -305,6 +305,9 @@ def _internal(name: str | None) -> bool:
 # Python rows.
 
 
+KEY = ["identity_broker", "identity_id", "queue"]  # a reference: its identity and queue
+
+
 def side_state(client: Any, copies: set[int] | frozenset[int] = frozenset()) -> Any:
     """``transforms.side_state`` of one side's client references (``Candidates.read``: sends split per
     queue, and acks), an Arrow table keyed by ``KEY``; ``copies``: the local ids of the messages whose
@@ -326,7 +329,7 @@ def side_state(client: Any, copies: set[int] | frozenset[int] = frozenset()) -> 
         **{k: sends[k] for k in KEY}, "send_address": sends["address"], "digest": sends["digest64"],
         "size": sends["size"], "sent_ms": sends["timestamp_ms"], "segment": sends["segment"],
         "offset": sends["offset"], "send_message_id": sends["message_id"], "repaired": sends["repaired"],
-        "send_via_mirror": sends["via_mirror"], "queued": pc.fill_null(queued, False),
+        "send_via_mirror": sends["via_mirror"], "queued": queued,
         "sent": pa.repeat(True, sends.num_rows),
     })  # fmt: skip
     settled = pa.table({
@@ -357,8 +360,6 @@ def side_state(client: Any, copies: set[int] | frozenset[int] = frozenset()) -> 
         "message_id": pc.coalesce(state["send_message_id"], state["ack_message_id"]),
         "repaired": state["repaired"], "send_via_mirror": state["send_via_mirror"],
         "queued": pc.if_else(sent, state["queued"], pa.scalar(None, pa.bool_())),
-        # true on every row: after ``classify``'s outer join, null on the side lacking the reference
-        "present": pc.is_valid(status),
     })  # fmt: skip
 
 
@@ -380,7 +381,6 @@ def unmirrored(refs: list[Row]) -> dict[str, Any]:
 # ------------------------------------------------------------------------------- both sides
 
 
-KEY = ["identity_broker", "identity_id", "queue"]
 _CARRIED = ["consumed", "ack_reason", "digest", "size", "segment", "offset", "message_id", "repaired",
             "sent_ms", "acked_ms"]  # fmt: skip
 _HOLDS, _SETTLED = ["live", "acked"], ["acked", "gone"]
@@ -406,7 +406,8 @@ def classify(
     statuses = []
     for n, (node, marks) in enumerate(((node1, marks1), (node2, marks2)), start=1):
         other = 3 - n
-        lacking = pc.is_null(both[f"present_{n}"]).combine_chunks()
+        # a status is never null: after the outer join, only on the side lacking the reference
+        lacking = pc.is_null(both[f"status_{n}"]).combine_chunks()
         facts = [*KEY, f"segment_{other}", f"send_via_mirror_{other}", f"queued_{other}"]
         lacked = [
             _missing(history[n - 1], node, marks, r, history[other - 1], other)
